@@ -1,0 +1,113 @@
+import { ApplicationFailure, Context } from '@temporalio/activity';
+import type { Logger } from 'pino';
+import type { Database } from '../src/db/client.ts';
+import {
+  beginAttempt,
+  finishAttempt,
+  loadSendContext,
+  markDeadLetter,
+  type AttemptResult,
+} from '../src/db/queries/deliveries.ts';
+import { buildNotificationBody, buildNotificationHeaders } from '../src/delivery/notification.ts';
+import type { Sender } from '../src/delivery/sender.ts';
+import type { SecretBox } from '../src/secrets.ts';
+import { NON_RETRYABLE } from '../workflows/failure-types.ts';
+
+/** What the activities need; the worker passes real instances. */
+export interface ActivityDeps {
+  db: Database;
+  secretBox: SecretBox;
+  sender: Sender;
+  logger: Logger;
+}
+
+/** When the next automatic attempt is due, from the activity's own retry policy. */
+function nextAttemptStatus(finishedAt: Date): AttemptResult['nextStatus'] {
+  const { attempt, retryPolicy } = Context.current().info;
+  const maximumAttempts = retryPolicy?.maximumAttempts ?? 0;
+  if (maximumAttempts > 0 && attempt >= maximumAttempts) return { status: 'dead_letter' };
+  const initial = Number(retryPolicy?.initialInterval ?? 1000);
+  const coefficient = retryPolicy?.backoffCoefficient ?? 2;
+  const maximum = Number(retryPolicy?.maximumInterval ?? initial * 100);
+  const delay = Math.min(initial * coefficient ** (attempt - 1), maximum);
+  return { status: 'failed', nextRetryAt: new Date(finishedAt.getTime() + delay) };
+}
+
+/** Creates the activities with their dependencies (the dependency-injection pattern). */
+export function createActivities({ db, secretBox, sender, logger }: ActivityDeps) {
+  return {
+    /**
+     * One signed send of a delivery, recorded as an attempt. Resolves `delivered` on a 2xx
+     * (or if the delivery was already delivered) and `gone` if the delivery or its webhook
+     * no longer exists; throws a retryable failure otherwise, and a non-retryable one when
+     * the webhook is disabled.
+     */
+    async sendDelivery(deliveryId: string): Promise<'delivered' | 'gone'> {
+      const context = await loadSendContext(db, deliveryId);
+      if (!context) return 'gone';
+      const { delivery, webhook, event } = context;
+      if (delivery.status === 'delivered') return 'delivered';
+      if (webhook.status === 'disabled') {
+        throw ApplicationFailure.create({
+          type: NON_RETRYABLE.webhookDisabled,
+          message: 'webhook is disabled',
+          nonRetryable: true,
+          category: 'BENIGN',
+        });
+      }
+      const startedAt = new Date();
+      const attempt = await beginAttempt(db, deliveryId, startedAt);
+      if (!attempt) return 'gone';
+
+      const body = buildNotificationBody({
+        deliveryId,
+        event: delivery.event,
+        occurredAt: event.occurredAt,
+        data: event.payload,
+      });
+      const headers = buildNotificationHeaders({
+        secret: secretBox.open(webhook.secretSealed),
+        timestampSeconds: Math.floor(Date.now() / 1000),
+        body,
+        deliveryId,
+        event: delivery.event,
+        customHeaders: webhook.headers,
+      });
+      const sent = await sender.send({
+        url: webhook.url,
+        headers,
+        body,
+        signal: Context.current().cancellationSignal,
+      });
+      const finishedAt = new Date();
+      const result: AttemptResult = {
+        attemptId: attempt.attemptId,
+        deliveryId,
+        webhookId: webhook.id,
+        finishedAt,
+        ...sent,
+        nextStatus: nextAttemptStatus(finishedAt),
+      };
+      await finishAttempt(db, result);
+      const log = { deliveryId, webhookId: webhook.id, attempt: attempt.attemptNumber, outcome: sent.outcome, statusCode: sent.statusCode, durationMs: sent.durationMs };
+      if (sent.outcome === 'succeeded') {
+        logger.info(log, 'delivery attempt succeeded');
+        return 'delivered';
+      }
+      logger.warn({ ...log, error: sent.error, next: result.nextStatus.status }, 'delivery attempt failed');
+      throw ApplicationFailure.create({
+        type: `Delivery_${sent.outcome}`,
+        message: sent.error ?? sent.outcome,
+        category: 'BENIGN',
+      });
+    },
+
+    /** Ends a round in `dead_letter` (idempotent). */
+    async markDeadLetter(deliveryId: string, reason?: string): Promise<void> {
+      await markDeadLetter(db, deliveryId, reason);
+    },
+  };
+}
+
+/** The activities as the workflow sees them. */
+export type Activities = ReturnType<typeof createActivities>;

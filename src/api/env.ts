@@ -1,0 +1,28 @@
+import type { Client } from '@temporalio/client';
+import type { Logger } from 'pino';
+import type { Database } from '../db/client.ts';
+import type { ApiKeyRow } from '../db/schema.ts';
+import type { DeliveryScheduler } from '../temporal/scheduler.ts';
+import type { SecretBox } from '../secrets.ts';
+
+/** What the API needs from the rest of the service. */
+export interface AppDeps {
+  db: Database;
+  temporal: Client;
+  scheduler: DeliveryScheduler;
+  secretBox: SecretBox;
+  /** Token the producer door (`/internal/v1/events`) accepts. */
+  producerToken: string;
+  logger: Logger;
+}
+
+/** Hono environment shared by every router. */
+export interface AppEnv {
+  Variables: {
+    requestId: string;
+    deps: AppDeps;
+    logger: Logger;
+    /** The authenticated customer API key (set by the v2 auth middleware). */
+    apiKey: ApiKeyRow;
+  };
+}

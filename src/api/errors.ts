@@ -1,0 +1,47 @@
+import type { ContentfulStatusCode } from 'hono/utils/http-status';
+
+/** The v2 error codes (spec 7.2) this service returns, plus `method_not_allowed` for 405. */
+export const ERROR_STATUS = {
+  invalid_request: 400,
+  bad_request: 400,
+  invalid_api_key: 401,
+  invalid_token: 401,
+  unauthorized: 401,
+  service_not_enabled: 403,
+  forbidden: 403,
+  not_found: 404,
+  method_not_allowed: 405,
+  conflict: 409,
+  unprocessable_entity: 422,
+  internal_error: 500,
+  internal_server_error: 500,
+  service_unavailable: 503,
+} as const satisfies Record<string, ContentfulStatusCode>;
+
+export type ErrorCode = keyof typeof ERROR_STATUS;
+
+/** An error that becomes a v2 error body with the catalog's HTTP status. */
+export class ApiError extends Error {
+  override name = 'ApiError';
+  readonly status: ContentfulStatusCode;
+
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    readonly headers: Record<string, string> = {},
+  ) {
+    super(message);
+    this.status = ERROR_STATUS[code];
+  }
+}
+
+/** The v2 error body (spec 7.1). */
+export interface ErrorBody {
+  error: { code: ErrorCode; message: string };
+  meta: { request_id: string };
+}
+
+export const errorBody = (code: ErrorCode, message: string, requestId: string): ErrorBody => ({
+  error: { code, message },
+  meta: { request_id: requestId },
+});

@@ -1,0 +1,45 @@
+import { createRoute, z } from '@hono/zod-openapi';
+import { publishEvent } from '../../events/publish.ts';
+import { PublishEventSchema } from '../../events/schema.ts';
+import { requireProducerToken } from '../auth.ts';
+import { envelope } from '../schemas.ts';
+import { createRouter } from '../validation.ts';
+import { errorResponses, jsonBody, success } from './shared.ts';
+
+const PublishedSchema = z
+  .object({ event_id: z.string(), delivery_ids: z.array(z.string()) })
+  .openapi('PublishedEvent');
+
+/** The producers' door: `POST /internal/v1/events`, behind EVENT_PRODUCER_TOKEN. */
+export const eventsRouter = createRouter();
+eventsRouter.use('/events', requireProducerToken);
+eventsRouter.openapi(
+  createRoute({
+    method: 'post',
+    path: '/events',
+    tags: ['Events (internal)'],
+    summary: 'Publish an event; one delivery per active, subscribed webhook of the project',
+    request: { body: jsonBody(PublishEventSchema) },
+    responses: {
+      202: success(envelope(PublishedSchema), 'Accepted: every delivery is stored and its workflow started'),
+      ...errorResponses(400, 401),
+    },
+  }),
+  async (c) => {
+    const published = await publishEvent(c.var.deps, c.req.valid('json'));
+    c.var.logger.info(
+      { eventId: published.eventId, deliveries: published.deliveryIds.length, created: published.created },
+      'event accepted',
+    );
+    return c.json(
+      {
+        data: { event_id: published.eventId, delivery_ids: published.deliveryIds },
+        message: published.created
+          ? `Event accepted for ${published.deliveryIds.length} deliver${published.deliveryIds.length === 1 ? 'y' : 'ies'}`
+          : 'Event already accepted earlier; returning its deliveries',
+        meta: { request_id: c.var.requestId },
+      },
+      202,
+    );
+  },
+);

@@ -1,0 +1,183 @@
+import { createRoute, z } from '@hono/zod-openapi';
+import { findActiveApiKey } from '../../db/queries/api-keys.ts';
+import { deleteWebhook, insertWebhook, listWebhooks, updateWebhook } from '../../db/queries/webhooks.ts';
+import { generateWebhookSecret } from '../../secrets.ts';
+import { ownedWebhook } from '../auth.ts';
+import { ApiError } from '../errors.ts';
+import { webhookListItem, webhookResource } from '../presenters.ts';
+import {
+  CreateWebhookSchema,
+  IdParamsSchema,
+  UpdateWebhookSchema,
+  WebhookListItemSchema,
+  WebhookSchema,
+  WebhookWithSecretSchema,
+  envelope,
+} from '../schemas.ts';
+import { createRouter } from '../validation.ts';
+import { errorResponses, jsonBody, success } from './shared.ts';
+
+const tags = ['Webhooks'];
+
+export const webhooksRouter = createRouter()
+  .openapi(
+    createRoute({
+      method: 'post',
+      path: '/webhooks',
+      tags,
+      summary: 'Create a webhook (the secret is returned only here)',
+      request: { body: jsonBody(CreateWebhookSchema) },
+      responses: {
+        201: success(envelope(WebhookWithSecretSchema), 'The webhook, with its signing secret shown once'),
+        ...errorResponses(400, 401, 403),
+      },
+    }),
+    async (c) => {
+      const body = c.req.valid('json');
+      const { db, secretBox } = c.var.deps;
+      const projectId = c.var.apiKey.projectId;
+      if (!(await findActiveApiKey(db, projectId, body.api_key_id))) {
+        throw new ApiError('invalid_request', 'api_key_id: must be an active API key of your project');
+      }
+      const secret = generateWebhookSecret();
+      const row = await insertWebhook(db, projectId, {
+        apiKeyId: body.api_key_id,
+        url: body.url,
+        events: body.events,
+        headers: body.headers ?? {},
+        secretSealed: secretBox.seal(secret),
+      });
+      c.var.logger.info({ webhookId: row.id }, 'webhook created');
+      return c.json(
+        {
+          data: { ...webhookResource(row), secret },
+          message: 'Webhook created. Store the secret now: it is shown only once.',
+          meta: { request_id: c.var.requestId },
+        },
+        201,
+      );
+    },
+  )
+  .openapi(
+    createRoute({
+      method: 'get',
+      path: '/webhooks',
+      tags,
+      summary: "List the project's webhooks",
+      responses: {
+        200: success(envelope(z.array(WebhookListItemSchema)), 'Webhooks of the project, oldest first'),
+        ...errorResponses(401, 403),
+      },
+    }),
+    async (c) => {
+      const rows = await listWebhooks(c.var.deps.db, c.var.apiKey.projectId);
+      return c.json(
+        {
+          data: rows.map(webhookListItem),
+          message: `${rows.length} webhook${rows.length === 1 ? '' : 's'}`,
+          meta: { request_id: c.var.requestId },
+        },
+        200,
+      );
+    },
+  )
+  .openapi(
+    createRoute({
+      method: 'get',
+      path: '/webhooks/{id}',
+      tags,
+      summary: 'Get a webhook (without its secret)',
+      request: { params: IdParamsSchema },
+      responses: {
+        200: success(envelope(WebhookSchema), 'The webhook'),
+        ...errorResponses(401, 403, 404),
+      },
+    }),
+    async (c) => {
+      const webhook = await ownedWebhook(c, c.req.valid('param').id);
+      return c.json(
+        { data: webhookResource(webhook), message: 'Webhook retrieved', meta: { request_id: c.var.requestId } },
+        200,
+      );
+    },
+  )
+  .openapi(
+    createRoute({
+      method: 'patch',
+      path: '/webhooks/{id}',
+      tags,
+      summary: 'Update a webhook: url, events, status, headers',
+      request: { params: IdParamsSchema, body: jsonBody(UpdateWebhookSchema) },
+      responses: {
+        200: success(envelope(WebhookSchema), 'The updated webhook'),
+        ...errorResponses(400, 401, 403, 404),
+      },
+    }),
+    async (c) => {
+      const { id } = c.req.valid('param');
+      await ownedWebhook(c, id);
+      const body = c.req.valid('json');
+      const row = await updateWebhook(c.var.deps.db, id, body);
+      if (!row) throw new ApiError('not_found', `webhook ${id} not found`);
+      c.var.logger.info({ fields: Object.keys(body) }, 'webhook updated');
+      return c.json(
+        { data: webhookResource(row), message: 'Webhook updated', meta: { request_id: c.var.requestId } },
+        200,
+      );
+    },
+  )
+  .openapi(
+    createRoute({
+      method: 'delete',
+      path: '/webhooks/{id}',
+      tags,
+      summary: 'Delete a webhook, its deliveries and their pending attempts',
+      request: { params: IdParamsSchema },
+      responses: { 204: { description: 'Deleted' }, ...errorResponses(401, 403, 404) },
+    }),
+    async (c) => {
+      const { id } = c.req.valid('param');
+      await ownedWebhook(c, id);
+      const openDeliveries = await deleteWebhook(c.var.deps.db, id);
+      if (!openDeliveries) throw new ApiError('not_found', `webhook ${id} not found`);
+      // The records are gone already; a workflow not cancelled here finds nothing to send and ends.
+      await c.var.deps.scheduler.cancel(openDeliveries).catch((error: unknown) => {
+        c.var.logger.warn({ err: error, count: openDeliveries.length }, 'could not cancel delivery workflows');
+      });
+      c.var.logger.info({ cancelled: openDeliveries.length }, 'webhook deleted');
+      return c.body(null, 204);
+    },
+  )
+  .openapi(
+    createRoute({
+      method: 'post',
+      path: '/webhooks/{id}/rotate-secret',
+      tags,
+      summary: 'Replace the signing secret (the new one is returned only here)',
+      request: { params: IdParamsSchema },
+      responses: {
+        200: success(
+          envelope(z.object({ id: z.string(), secret: z.string() }).openapi('RotatedSecret')),
+          'The new secret, shown once',
+        ),
+        ...errorResponses(401, 403, 404),
+      },
+    }),
+    async (c) => {
+      const { id } = c.req.valid('param');
+      await ownedWebhook(c, id);
+      const secret = generateWebhookSecret();
+      const row = await updateWebhook(c.var.deps.db, id, { secretSealed: c.var.deps.secretBox.seal(secret) });
+      if (!row) throw new ApiError('not_found', `webhook ${id} not found`);
+      c.var.logger.info('webhook secret rotated');
+      return c.json(
+        {
+          data: { id, secret },
+          message: 'Secret rotated. Store the new secret now: it is shown only once and signs every send from now on.',
+          meta: { request_id: c.var.requestId },
+        },
+        200,
+      );
+    },
+  );
+

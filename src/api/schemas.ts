@@ -1,0 +1,195 @@
+import { z } from '@hono/zod-openapi';
+import { DELIVERY_STATUSES } from '../db/schema.ts';
+import { isReservedHeaderName } from '../delivery/notification.ts';
+import { EVENT_KINDS } from '../events/schema.ts';
+
+const MAX_URL_LENGTH = 2048;
+const MAX_CUSTOM_HEADERS = 20;
+const MAX_CUSTOM_HEADER_BYTES = 8 * 1024;
+const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
+
+/** An absolute https URL without user-info (spec 4.3 rule 1). */
+export const WebhookUrlSchema = z
+  .string()
+  .max(MAX_URL_LENGTH, `must be at most ${MAX_URL_LENGTH} characters`)
+  .superRefine((value, ctx) => {
+    let url: URL;
+    try {
+      url = new URL(value);
+    } catch {
+      ctx.addIssue({ code: 'custom', message: 'must be an absolute URL' });
+      return;
+    }
+    if (url.protocol !== 'https:') ctx.addIssue({ code: 'custom', message: 'must use https' });
+    else if (url.username || url.password) ctx.addIssue({ code: 'custom', message: 'must not contain user-info' });
+    else if (!url.hostname) ctx.addIssue({ code: 'custom', message: 'must name a host' });
+  })
+  .openapi({ example: 'https://example.com/webhooks', description: 'HTTPS endpoint receiving events' });
+
+export const EventListSchema = z
+  .array(z.enum(EVENT_KINDS, { message: `must be one of: ${EVENT_KINDS.join(', ')}` }))
+  .min(1, 'must list at least one event')
+  .refine((events) => new Set(events).size === events.length, 'must not repeat an event')
+  .openapi({ example: ['docauth.completed'] });
+
+/** Custom headers: valid names and values, none the service sets itself, bounded in count and size. */
+export const CustomHeadersSchema = z
+  .record(z.string(), z.string({ message: 'header values must be strings' }))
+  .superRefine((headers, ctx) => {
+    const names = Object.keys(headers);
+    if (names.length > MAX_CUSTOM_HEADERS) {
+      ctx.addIssue({ code: 'custom', message: `must have at most ${MAX_CUSTOM_HEADERS} headers` });
+    }
+    const seen = new Set<string>();
+    let bytes = 0;
+    for (const [name, value] of Object.entries(headers)) {
+      bytes += Buffer.byteLength(name) + Buffer.byteLength(value);
+      if (!HEADER_NAME.test(name)) {
+        ctx.addIssue({ code: 'custom', path: [name], message: 'is not a valid header name' });
+      } else if (isReservedHeaderName(name)) {
+        ctx.addIssue({ code: 'custom', path: [name], message: 'is set by the service and cannot be overridden' });
+      } else if (seen.has(name.toLowerCase())) {
+        ctx.addIssue({ code: 'custom', path: [name], message: 'repeats a header name (names are case-insensitive)' });
+      }
+      seen.add(name.toLowerCase());
+      if (!HEADER_VALUE.test(value)) {
+        ctx.addIssue({ code: 'custom', path: [name], message: 'value contains a control character' });
+      }
+    }
+    if (bytes > MAX_CUSTOM_HEADER_BYTES) {
+      ctx.addIssue({ code: 'custom', message: `must total at most ${MAX_CUSTOM_HEADER_BYTES} bytes` });
+    }
+  })
+  .openapi({ example: { 'X-Customer-Tag': 'prod' } });
+
+export const CreateWebhookSchema = z
+  .strictObject({
+    api_key_id: z.string().min(1).max(64),
+    url: WebhookUrlSchema,
+    events: EventListSchema,
+    headers: CustomHeadersSchema.optional(),
+  })
+  .openapi('CreateWebhook');
+
+export const UpdateWebhookSchema = z
+  .strictObject({
+    url: WebhookUrlSchema.optional(),
+    events: EventListSchema.optional(),
+    status: z.enum(['active', 'disabled'], { message: 'must be active or disabled' }).optional(),
+    headers: CustomHeadersSchema.optional(),
+  })
+  .refine((body) => Object.keys(body).length > 0, 'must set at least one of url, events, status, headers')
+  .openapi('UpdateWebhook');
+
+const timestamp = z.string().openapi({ format: 'date-time', example: '2026-11-22T10:00:00.000Z' });
+
+export const RetryConfigSchema = z
+  .object({
+    max_retries: z.number().int(),
+    initial_delay: z.number().int().openapi({ description: 'seconds' }),
+    max_delay: z.number().int().openapi({ description: 'seconds' }),
+    backoff_multiplier: z.number().int(),
+  })
+  .openapi('RetryConfig');
+
+const webhookFields = {
+  id: z.string().openapi({ example: 'wh_01jd3k6v8x0f5r7k2m9q4t1w3y' }),
+  api_key_id: z.string(),
+  project_id: z.string(),
+  url: z.string(),
+  events: z.array(z.string()),
+  status: z.enum(['active', 'disabled']),
+  success_count: z.number().int(),
+  failure_count: z.number().int(),
+  last_delivered_at: timestamp.optional(),
+  created_at: timestamp,
+  updated_at: timestamp,
+};
+
+/** List variant (spec 2.1): no `headers`, no `retry_config`. */
+export const WebhookListItemSchema = z.strictObject(webhookFields).openapi('WebhookListItem');
+
+/** Get, update: the whole configuration without the secret. */
+export const WebhookSchema = z
+  .strictObject({
+    ...webhookFields,
+    headers: z.record(z.string(), z.string()),
+    retry_config: RetryConfigSchema,
+  })
+  .openapi('Webhook');
+
+/** Create: the whole configuration and, this once, the secret. */
+export const WebhookWithSecretSchema = z
+  .strictObject({ ...WebhookSchema.shape, secret: z.string() })
+  .openapi('WebhookWithSecret');
+
+export const DeliverySchema = z
+  .strictObject({
+    id: z.string().openapi({ example: 'dlv_01jd3k6v8x0f5r7k2m9q4t1w3y' }),
+    webhook_config_id: z.string(),
+    event: z.string(),
+    status: z.enum(DELIVERY_STATUSES),
+    attempt_count: z.number().int(),
+    created_at: timestamp,
+    delivered_at: timestamp.optional(),
+    last_error: z.string().optional(),
+    last_status_code: z.number().int().optional(),
+    next_retry_at: timestamp.optional(),
+  })
+  .openapi('Delivery');
+
+export const DeliveryAttemptSchema = z
+  .strictObject({
+    id: z.string(),
+    delivery_id: z.string(),
+    attempt_number: z.number().int(),
+    started_at: timestamp,
+    duration_ms: z.number().int().optional(),
+    status_code: z.number().int().optional(),
+    outcome: z.enum(['in_progress', 'succeeded', 'http_error', 'timeout', 'network_error', 'refused']),
+    error: z.string().optional(),
+  })
+  .openapi('DeliveryAttempt');
+
+export const DeliveryListQuerySchema = z.object({
+  limit: z.coerce
+    .number({ message: 'must be a number' })
+    .int('must be a whole number')
+    .min(1, 'must be at least 1')
+    .max(100, 'must be at most 100')
+    .default(50),
+  starting_after: z
+    .string()
+    .regex(/^dlv_[0-9a-hjkmnp-tv-z]{26}$/, 'must be a delivery id')
+    .optional(),
+  status: z.enum(DELIVERY_STATUSES, { message: `must be one of: ${DELIVERY_STATUSES.join(', ')}` }).optional(),
+  event: z.enum(EVENT_KINDS, { message: `must be one of: ${EVENT_KINDS.join(', ')}` }).optional(),
+});
+
+export const IdParamsSchema = z.object({
+  id: z.string().openapi({ param: { name: 'id', in: 'path' }, example: 'wh_01jd3k6v8x0f5r7k2m9q4t1w3y' }),
+});
+
+export const DeliveryParamsSchema = IdParamsSchema.extend({
+  delivery_id: z
+    .string()
+    .openapi({ param: { name: 'delivery_id', in: 'path' }, example: 'dlv_01jd3k6v8x0f5r7k2m9q4t1w3y' }),
+});
+
+export const MetaSchema = z.object({ request_id: z.string() }).openapi('Meta');
+export const ListMetaSchema = MetaSchema.extend({
+  has_more: z.boolean(),
+  next_cursor: z.string().optional(),
+}).openapi('ListMeta');
+
+export const ErrorSchema = z
+  .object({
+    error: z.object({ code: z.string(), message: z.string() }),
+    meta: MetaSchema,
+  })
+  .openapi('Error');
+
+/** The success envelope (spec 2.3). */
+export const envelope = <T extends z.ZodType>(data: T, meta: z.ZodType = MetaSchema) =>
+  z.object({ data, message: z.string(), meta });

@@ -1,0 +1,132 @@
+import { OpenAPIHono } from '@hono/zod-openapi';
+import { randomUUID } from 'node:crypto';
+import { bodyLimit } from 'hono/body-limit';
+import { HTTPException } from 'hono/http-exception';
+import type { Context } from 'hono';
+import { requireApiKey } from './api/auth.ts';
+import type { AppDeps, AppEnv } from './api/env.ts';
+import { ApiError, errorBody } from './api/errors.ts';
+import { apiReferencePage } from './api/reference-page.ts';
+import { deliveriesRouter } from './api/routes/deliveries.ts';
+import { eventsRouter } from './api/routes/events.ts';
+import { healthRouter } from './api/routes/health.ts';
+import { webhooksRouter } from './api/routes/webhooks.ts';
+
+/** Base path of the v2 management API (spec 4). */
+export const V2_BASE = '/api-gateway/v2';
+/** Base path of the producers' door. */
+export const INTERNAL_BASE = '/internal/v1';
+export const OPENAPI_PATH = `${V2_BASE}/openapi.json`;
+export const MAX_BODY_BYTES = 1024 * 1024;
+
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+const JSON_CONTENT_TYPE = /^application\/(?:[\w.+-]+\+)?json\s*(?:;.*)?$/i;
+
+function toErrorResponse(c: Context<AppEnv>, error: ApiError) {
+  for (const [name, value] of Object.entries(error.headers)) c.header(name, value);
+  return c.json(errorBody(error.code, error.message, c.var.requestId), error.status);
+}
+
+/** Turns any thrown error into a v2 error body; internals of 500s are logged, never returned. */
+function asApiError(error: unknown): ApiError | undefined {
+  if (error instanceof ApiError) return error;
+  if (error instanceof HTTPException) {
+    if (error.status === 400) {
+      return new ApiError('invalid_request', /json/i.test(error.message) ? 'body: is not valid JSON' : error.message);
+    }
+    if (error.status === 413) return new ApiError('invalid_request', `body: must be at most ${MAX_BODY_BYTES} bytes`);
+  }
+  return undefined;
+}
+
+/**
+ * Builds the HTTP application: the v2 management API, the producers' door, health
+ * checks and the OpenAPI document. It never listens; `src/main.ts` serves it.
+ */
+export function createApp(deps: AppDeps) {
+  const app = new OpenAPIHono<AppEnv>();
+
+  app.use(async (c, next) => {
+    const incoming = c.req.header('X-Request-Id');
+    const requestId = incoming && REQUEST_ID.test(incoming) ? incoming : `req_${randomUUID()}`;
+    c.set('requestId', requestId);
+    c.set('deps', deps);
+    c.set('logger', deps.logger.child({ requestId }));
+    c.header('X-Request-Id', requestId);
+    await next();
+  });
+
+  app.use(
+    bodyLimit({
+      maxSize: MAX_BODY_BYTES,
+      onError: () => {
+        throw new ApiError('invalid_request', `body: must be at most ${MAX_BODY_BYTES} bytes`);
+      },
+    }),
+  );
+
+  app.use(async (c, next) => {
+    const hasBody = c.req.header('Content-Length') !== '0' && ['POST', 'PATCH', 'PUT'].includes(c.req.method);
+    const contentType = c.req.header('Content-Type');
+    if (hasBody && contentType !== undefined && !JSON_CONTENT_TYPE.test(contentType)) {
+      throw new ApiError('invalid_request', 'Content-Type must be application/json');
+    }
+    await next();
+  });
+
+  app.route('/', healthRouter);
+
+  const v2 = new OpenAPIHono<AppEnv>();
+  v2.use('/webhooks', requireApiKey);
+  v2.use('/webhooks/*', requireApiKey);
+  v2.route('/', webhooksRouter);
+  v2.route('/', deliveriesRouter);
+  app.route(V2_BASE, v2);
+  app.route(INTERNAL_BASE, eventsRouter);
+
+  app.doc31(OPENAPI_PATH, {
+    openapi: '3.1.0',
+    info: {
+      title: 'Webhooks API v2',
+      version: '2.0.0',
+      description: 'Webhook management and delivery inspection. Every response carries meta.request_id.',
+    },
+  });
+  app.openAPIRegistry.registerComponent('securitySchemes', 'bearerAuth', { type: 'http', scheme: 'bearer' });
+  app.get('/docs', (c) => c.html(apiReferencePage(OPENAPI_PATH)));
+
+  const routePatterns = () =>
+    app.routes
+      .filter((route) => route.method !== 'ALL')
+      .map((route) => ({
+        method: route.method,
+        pattern: new RegExp(`^${route.path.replace(/:[^/]+/g, '[^/]+')}/?$`),
+      }));
+
+  app.notFound((c) => {
+    const allowed = [
+      ...new Set(routePatterns().filter((route) => route.pattern.test(c.req.path)).map((route) => route.method)),
+    ];
+    if (allowed.length > 0) {
+      return toErrorResponse(
+        c,
+        new ApiError('method_not_allowed', `${c.req.method} is not allowed here; use ${allowed.join(', ')}`, {
+          Allow: allowed.join(', '),
+        }),
+      );
+    }
+    return toErrorResponse(c, new ApiError('not_found', `no route for ${c.req.method} ${c.req.path}`));
+  });
+
+  app.onError((error, c) => {
+    const known = asApiError(error);
+    if (known) return toErrorResponse(c, known);
+    (c.var.logger ?? deps.logger).error({ err: error, requestId: c.var.requestId }, 'unhandled error');
+    return toErrorResponse(c, new ApiError('internal_error', 'internal error; safe to retry with backoff'));
+  });
+
+  return app;
+}
+
+/** The application type, for typed clients and tests. */
+export type App = ReturnType<typeof createApp>;

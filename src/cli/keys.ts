@@ -1,0 +1,66 @@
+import { parseArgs } from 'node:util';
+import type { Config } from '../config.ts';
+import { createApiKey, listApiKeys, revokeApiKey } from '../db/queries/api-keys.ts';
+import { connectDatabase } from './database.ts';
+import { CliError, printTable } from './output.ts';
+
+const USAGE = `usage:
+  keys create --project <id> --services webhooks[,...] [--name <text>] [--json]
+  keys list [--project <id>] [--json]
+  keys revoke <key id> [--json]`;
+
+const PROJECT_ID = /^[A-Za-z0-9._:@-]{1,128}$/;
+
+/** `keys create|list|revoke`: manage API keys directly in the database. */
+export async function keysCommand(config: Config, args: string[]): Promise<void> {
+  const [action, ...rest] = args;
+  const { values, positionals } = parseArgs({
+    args: rest,
+    allowPositionals: true,
+    options: {
+      project: { type: 'string' },
+      services: { type: 'string' },
+      name: { type: 'string' },
+      json: { type: 'boolean', default: false },
+    },
+  });
+  if (!action || !['create', 'list', 'revoke'].includes(action)) throw new CliError(USAGE);
+  const database = await connectDatabase(config);
+  try {
+    if (action === 'create') {
+      if (!values.project || !PROJECT_ID.test(values.project)) {
+        throw new CliError('--project is required: 1-128 characters of A-Z a-z 0-9 . _ : @ -');
+      }
+      const services = (values.services ?? '').split(',').map((s) => s.trim()).filter(Boolean);
+      if (services.length === 0) throw new CliError('--services is required, for example --services webhooks');
+      const { key, token } = await createApiKey(database.db, { projectId: values.project, services, name: values.name });
+      if (values.json) {
+        console.log(JSON.stringify({ id: key.id, project_id: key.projectId, services: key.services, token }));
+      } else {
+        console.log(`Created API key ${key.id} for project ${key.projectId} (services: ${key.services.join(', ')}).`);
+        console.log(`Token (shown only once, store it now):\n  ${token}`);
+      }
+    } else if (action === 'list') {
+      const keys = await listApiKeys(database.db, values.project);
+      const rows = keys.map((key) => ({
+        id: key.id,
+        project_id: key.projectId,
+        name: key.name ?? undefined,
+        services: key.services,
+        created_at: key.createdAt.toISOString(),
+        revoked_at: key.revokedAt?.toISOString(),
+      }));
+      if (values.json) console.log(JSON.stringify(rows));
+      else printTable(rows, ['id', 'project_id', 'services', 'name', 'created_at', 'revoked_at']);
+    } else {
+      const id = positionals[0];
+      if (!id) throw new CliError('usage: keys revoke <key id>');
+      const key = await revokeApiKey(database.db, id);
+      if (!key) throw new CliError(`no active API key ${id}`);
+      if (values.json) console.log(JSON.stringify({ id: key.id, revoked_at: key.revokedAt?.toISOString() }));
+      else console.log(`Revoked API key ${key.id}.`);
+    }
+  } finally {
+    await database.close();
+  }
+}

@@ -1,0 +1,121 @@
+import path from 'node:path';
+import { z } from 'zod';
+
+const booleanFromString = z
+  .enum(['true', 'false', '1', '0'])
+  .transform((value) => value === 'true' || value === '1');
+
+const port = z.coerce.number().int().min(1).max(65535);
+
+const optionalString = z
+  .string()
+  .optional()
+  .transform((value) => (value === undefined || value.trim() === '' ? undefined : value));
+
+const environmentSchema = z.object({
+  PORT: port.default(8080),
+  HOST: z.string().min(1).default('127.0.0.1'),
+  DATA_DIR: z.string().min(1).default('.data'),
+  DATABASE_URL: optionalString.pipe(
+    z
+      .string()
+      .regex(/^postgres(ql)?:\/\//, 'must be a postgres:// or postgresql:// URL')
+      .optional(),
+  ),
+  DATABASE_POOL_MAX: z.coerce.number().int().min(1).max(200).default(10),
+  PGLITE_PORT: port.default(5433),
+  TEMPORAL_ADDRESS: optionalString.pipe(
+    z
+      .string()
+      .regex(/^[^\s:/]+:\d+$/, 'must be host:port, for example temporal:7233')
+      .optional(),
+  ),
+  TEMPORAL_NAMESPACE: z.string().min(1).default('default'),
+  TEMPORAL_TASK_QUEUE: z.string().min(1).default('webhook-deliveries'),
+  TEMPORAL_PORT: port.default(7233),
+  TEMPORAL_UI_PORT: port.default(8233),
+  TEMPORAL_CLI_PATH: optionalString,
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  SECRET_ENCRYPTION_KEY: optionalString.pipe(
+    z
+      .string()
+      .refine(
+        (value) => Buffer.from(value, 'base64').length === 32,
+        'must be 32 bytes encoded in base64 (openssl rand -base64 32)',
+      )
+      .optional(),
+  ),
+  EVENT_PRODUCER_TOKEN: optionalString.pipe(
+    z.string().min(32, 'must be at least 32 characters').optional(),
+  ),
+  DELIVERY_TIMEOUT_MS: z.coerce.number().int().min(100).max(120_000).default(30_000),
+  DELIVERY_ALLOW_PRIVATE_TARGETS: booleanFromString.default(false),
+  DELIVERY_CA_FILE: optionalString,
+  WORKFLOW_BUNDLE_PATH: z.string().min(1).default('dist/workflow-bundle.js'),
+});
+
+/** The service configuration, parsed once from the environment. */
+export type Config = ReturnType<typeof toConfig>;
+
+function toConfig(env: z.infer<typeof environmentSchema>) {
+  const dataDir = path.resolve(env.DATA_DIR);
+  return {
+    http: { port: env.PORT, host: env.HOST },
+    dataDir,
+    database: env.DATABASE_URL
+      ? ({ kind: 'postgres', url: env.DATABASE_URL, poolMax: env.DATABASE_POOL_MAX } as const)
+      : ({
+          kind: 'pglite',
+          dataDir: path.join(dataDir, 'pglite'),
+          port: env.PGLITE_PORT,
+          poolMax: env.DATABASE_POOL_MAX,
+        } as const),
+    temporal: {
+      /** `undefined` means: spawn the embedded dev server. */
+      address: env.TEMPORAL_ADDRESS,
+      namespace: env.TEMPORAL_NAMESPACE,
+      taskQueue: env.TEMPORAL_TASK_QUEUE,
+      /** gRPC port of the embedded dev server. */
+      port: env.TEMPORAL_PORT,
+      uiPort: env.TEMPORAL_UI_PORT,
+      cliPath: env.TEMPORAL_CLI_PATH,
+      workflowBundlePath: path.resolve(env.WORKFLOW_BUNDLE_PATH),
+    },
+    logLevel: env.LOG_LEVEL,
+    secretEncryptionKey: env.SECRET_ENCRYPTION_KEY,
+    eventProducerToken: env.EVENT_PRODUCER_TOKEN,
+    delivery: {
+      timeoutMs: env.DELIVERY_TIMEOUT_MS,
+      allowPrivateTargets: env.DELIVERY_ALLOW_PRIVATE_TARGETS,
+      caFile: env.DELIVERY_CA_FILE,
+    },
+  };
+}
+
+/** Thrown when an environment variable has a value the service cannot use. */
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+/**
+ * Parses a set of environment variables into a {@link Config}.
+ * Throws a {@link ConfigError} whose message names every bad variable.
+ */
+export function parseConfig(env: NodeJS.ProcessEnv): Config {
+  const result = environmentSchema.safeParse(env);
+  if (!result.success) {
+    const problems = result.error.issues.map(
+      (issue) => `${issue.path.join('.')}: ${issue.message}`,
+    );
+    throw new ConfigError(`Invalid configuration:\n  ${problems.join('\n  ')}`);
+  }
+  return toConfig(result.data);
+}
+
+let loaded: Config | undefined;
+
+/** The configuration of this process, read from `process.env` on first use. */
+export function loadConfig(): Config {
+  loaded ??= parseConfig(process.env);
+  return loaded;
+}

@@ -1,0 +1,242 @@
+import { and, asc, desc, eq, inArray, lt, ne, sql } from 'drizzle-orm';
+import type { Database } from '../client.ts';
+import {
+  deliveries,
+  deliveryAttempts,
+  events,
+  webhooks,
+  type DeliveryAttemptRow,
+  type DeliveryRow,
+  type DeliveryStatus,
+  type EventRow,
+  type WebhookRow,
+} from '../schema.ts';
+import { newId } from '../../ids.ts';
+
+/** Filters and cursor of the deliveries list. */
+export interface DeliveryListQuery {
+  limit: number;
+  startingAfter?: string | undefined;
+  status?: DeliveryStatus | undefined;
+  event?: string | undefined;
+}
+
+/** Deliveries of a webhook, newest first, one page at a time. */
+export async function listDeliveries(
+  db: Database,
+  webhookId: string,
+  query: DeliveryListQuery,
+): Promise<{ rows: DeliveryRow[]; hasMore: boolean }> {
+  const rows = await db
+    .select()
+    .from(deliveries)
+    .where(
+      and(
+        eq(deliveries.webhookId, webhookId),
+        query.startingAfter ? lt(deliveries.id, query.startingAfter) : undefined,
+        query.status ? eq(deliveries.status, query.status) : undefined,
+        query.event ? eq(deliveries.event, query.event) : undefined,
+      ),
+    )
+    .orderBy(desc(deliveries.id))
+    .limit(query.limit + 1);
+  return { rows: rows.slice(0, query.limit), hasMore: rows.length > query.limit };
+}
+
+/** A delivery of the given webhook. */
+export async function findDelivery(
+  db: Database,
+  webhookId: string,
+  deliveryId: string,
+): Promise<DeliveryRow | undefined> {
+  const [row] = await db
+    .select()
+    .from(deliveries)
+    .where(and(eq(deliveries.id, deliveryId), eq(deliveries.webhookId, webhookId)));
+  return row;
+}
+
+/** The attempts of a delivery, first attempt first. */
+export async function listAttempts(db: Database, deliveryId: string): Promise<DeliveryAttemptRow[]> {
+  return db
+    .select()
+    .from(deliveryAttempts)
+    .where(eq(deliveryAttempts.deliveryId, deliveryId))
+    .orderBy(asc(deliveryAttempts.attemptNumber));
+}
+
+const RETRYABLE_STATUSES = ['failed', 'dead_letter'] as const;
+
+/**
+ * Moves a `failed` or `dead_letter` delivery back to `pending` for a manual retry.
+ * Returns the status it had, or undefined when it was in no retryable status.
+ */
+export async function queueManualRetry(
+  db: Database,
+  deliveryId: string,
+): Promise<DeliveryStatus | undefined> {
+  return db.transaction(async (tx) => {
+    const [current] = await tx
+      .select({ status: deliveries.status })
+      .from(deliveries)
+      .where(and(eq(deliveries.id, deliveryId), inArray(deliveries.status, RETRYABLE_STATUSES)))
+      .for('update');
+    if (!current) return undefined;
+    await tx
+      .update(deliveries)
+      .set({ status: 'pending', nextRetryAt: null, updatedAt: new Date() })
+      .where(eq(deliveries.id, deliveryId));
+    return current.status;
+  });
+}
+
+/** Puts a delivery back in `status` if it is still `pending` (undoes a manual retry that could not be queued). */
+export async function restoreStatus(db: Database, deliveryId: string, status: DeliveryStatus): Promise<void> {
+  await db
+    .update(deliveries)
+    .set({ status, updatedAt: new Date() })
+    .where(and(eq(deliveries.id, deliveryId), eq(deliveries.status, 'pending')));
+}
+
+/** What the sender needs to make one attempt. */
+export interface SendContext {
+  delivery: DeliveryRow;
+  webhook: WebhookRow;
+  event: EventRow;
+}
+
+/** The delivery with its webhook and event, or undefined if any of them is gone. */
+export async function loadSendContext(db: Database, deliveryId: string): Promise<SendContext | undefined> {
+  const [row] = await db
+    .select({ delivery: deliveries, webhook: webhooks, event: events })
+    .from(deliveries)
+    .innerJoin(webhooks, eq(webhooks.id, deliveries.webhookId))
+    .innerJoin(events, eq(events.id, deliveries.eventId))
+    .where(eq(deliveries.id, deliveryId));
+  return row;
+}
+
+/**
+ * Marks the delivery `processing`, counts the attempt and opens its attempt row.
+ * Returns the attempt's number across all rounds, or undefined if the delivery is
+ * gone or already delivered.
+ */
+export async function beginAttempt(
+  db: Database,
+  deliveryId: string,
+  startedAt: Date,
+): Promise<{ attemptId: string; attemptNumber: number } | undefined> {
+  return db.transaction(async (tx) => {
+    const [row] = await tx
+      .update(deliveries)
+      .set({
+        status: 'processing',
+        attemptCount: sql`${deliveries.attemptCount} + 1`,
+        nextRetryAt: null,
+        updatedAt: startedAt,
+      })
+      .where(and(eq(deliveries.id, deliveryId), ne(deliveries.status, 'delivered')))
+      .returning({ attemptCount: deliveries.attemptCount });
+    if (!row) return undefined;
+    const attemptId = newId('attempt', startedAt.getTime());
+    await tx.insert(deliveryAttempts).values({
+      id: attemptId,
+      deliveryId,
+      attemptNumber: row.attemptCount,
+      startedAt,
+      outcome: 'in_progress',
+    });
+    return { attemptId, attemptNumber: row.attemptCount };
+  });
+}
+
+/** How an attempt ended. */
+export type AttemptOutcome = Exclude<DeliveryAttemptRow['outcome'], 'in_progress'>;
+
+/** The result of one attempt, and the status it leaves the delivery in. */
+export interface AttemptResult {
+  attemptId: string;
+  deliveryId: string;
+  webhookId: string;
+  outcome: AttemptOutcome;
+  finishedAt: Date;
+  durationMs: number;
+  statusCode?: number | undefined;
+  error?: string | undefined;
+  /** `failed` with the time of the next automatic attempt, or `dead_letter`. Ignored on success. */
+  nextStatus: { status: 'failed'; nextRetryAt: Date } | { status: 'dead_letter' };
+}
+
+/**
+ * Closes the attempt row and moves the delivery to `delivered`, `failed` or `dead_letter`,
+ * updating the webhook's counters in the same transaction.
+ */
+export async function finishAttempt(db: Database, result: AttemptResult): Promise<void> {
+  const succeeded = result.outcome === 'succeeded';
+  await db.transaction(async (tx) => {
+    await tx
+      .update(deliveryAttempts)
+      .set({
+        outcome: result.outcome,
+        durationMs: result.durationMs,
+        statusCode: result.statusCode ?? null,
+        error: result.error ?? null,
+      })
+      .where(eq(deliveryAttempts.id, result.attemptId));
+    await tx
+      .update(deliveries)
+      .set(
+        succeeded
+          ? {
+              status: 'delivered',
+              deliveredAt: result.finishedAt,
+              nextRetryAt: null,
+              lastStatusCode: result.statusCode ?? null,
+              updatedAt: result.finishedAt,
+            }
+          : {
+              status: result.nextStatus.status,
+              nextRetryAt: result.nextStatus.status === 'failed' ? result.nextStatus.nextRetryAt : null,
+              lastError: result.error ?? null,
+              lastStatusCode: result.statusCode ?? null,
+              updatedAt: result.finishedAt,
+            },
+      )
+      .where(eq(deliveries.id, result.deliveryId));
+    await tx
+      .update(webhooks)
+      .set(
+        succeeded
+          ? {
+              successCount: sql`${webhooks.successCount} + 1`,
+              lastDeliveredAt: sql`greatest(${webhooks.lastDeliveredAt}, ${result.finishedAt.toISOString()}::timestamptz)`,
+            }
+          : { failureCount: sql`${webhooks.failureCount} + 1` },
+      )
+      .where(eq(webhooks.id, result.webhookId));
+  });
+}
+
+/**
+ * Ends a round of attempts in `dead_letter`: used by the workflow after the last attempt,
+ * also when that attempt could not record its own outcome (its worker died). Attempt rows
+ * left open by such an attempt are closed as timed out.
+ */
+export async function markDeadLetter(db: Database, deliveryId: string, reason?: string): Promise<void> {
+  const now = new Date();
+  await db.transaction(async (tx) => {
+    await tx
+      .update(deliveryAttempts)
+      .set({ outcome: 'timeout', error: 'the attempt did not report back in time' })
+      .where(and(eq(deliveryAttempts.deliveryId, deliveryId), eq(deliveryAttempts.outcome, 'in_progress')));
+    await tx
+      .update(deliveries)
+      .set({
+        status: 'dead_letter',
+        nextRetryAt: null,
+        updatedAt: now,
+        ...(reason ? { lastError: reason } : {}),
+      })
+      .where(and(eq(deliveries.id, deliveryId), ne(deliveries.status, 'delivered')));
+  });
+}

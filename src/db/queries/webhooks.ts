@@ -1,0 +1,99 @@
+import { and, arrayContains, asc, eq, ne } from 'drizzle-orm';
+import type { Database } from '../client.ts';
+import { deliveries, webhooks, type WebhookRow } from '../schema.ts';
+import { newId } from '../../ids.ts';
+
+/** Fields a customer sets on a webhook. */
+export interface WebhookInput {
+  apiKeyId: string;
+  url: string;
+  events: string[];
+  headers: Record<string, string>;
+}
+
+/** Inserts a new, active webhook whose secret is already sealed. */
+export async function insertWebhook(
+  db: Database,
+  projectId: string,
+  input: WebhookInput & { secretSealed: string },
+): Promise<WebhookRow> {
+  const now = new Date();
+  const [row] = await db
+    .insert(webhooks)
+    .values({
+      id: newId('webhook', now.getTime()),
+      projectId,
+      apiKeyId: input.apiKeyId,
+      url: input.url,
+      events: input.events,
+      headers: input.headers,
+      status: 'active',
+      secretSealed: input.secretSealed,
+      createdAt: now,
+      updatedAt: now,
+    })
+    .returning();
+  return row!;
+}
+
+/** The webhooks of a project, oldest first. */
+export async function listWebhooks(db: Database, projectId: string): Promise<WebhookRow[]> {
+  return db.select().from(webhooks).where(eq(webhooks.projectId, projectId)).orderBy(asc(webhooks.id));
+}
+
+/** A webhook by id, whatever its project. */
+export async function findWebhook(db: Database, id: string): Promise<WebhookRow | undefined> {
+  const [row] = await db.select().from(webhooks).where(eq(webhooks.id, id));
+  return row;
+}
+
+/**
+ * Applies a partial update and bumps `updated_at`. A new `secretSealed` replaces the
+ * secret in this one statement, so every later send, pending retries included, uses it.
+ */
+export async function updateWebhook(
+  db: Database,
+  id: string,
+  changes: Partial<Pick<WebhookRow, 'url' | 'events' | 'headers' | 'status' | 'secretSealed'>>,
+): Promise<WebhookRow | undefined> {
+  const [row] = await db
+    .update(webhooks)
+    .set({ ...changes, updatedAt: new Date() })
+    .where(eq(webhooks.id, id))
+    .returning();
+  return row;
+}
+
+/**
+ * Deletes a webhook with its deliveries and attempts; returns the ids of the deliveries
+ * that were not yet delivered, whose workflows the caller cancels.
+ */
+export async function deleteWebhook(db: Database, id: string): Promise<string[] | undefined> {
+  return db.transaction(async (tx) => {
+    const open = await tx
+      .select({ id: deliveries.id })
+      .from(deliveries)
+      .where(and(eq(deliveries.webhookId, id), ne(deliveries.status, 'delivered')));
+    const removed = await tx.delete(webhooks).where(eq(webhooks.id, id)).returning({ id: webhooks.id });
+    return removed.length === 0 ? undefined : open.map((row) => row.id);
+  });
+}
+
+/** The active webhooks of a project subscribed to `event`. */
+export async function listSubscribedWebhooks(
+  db: Database,
+  projectId: string,
+  event: string,
+): Promise<Pick<WebhookRow, 'id' | 'url'>[]> {
+  return db
+    .select({ id: webhooks.id, url: webhooks.url })
+    .from(webhooks)
+    .where(
+      and(
+        eq(webhooks.projectId, projectId),
+        eq(webhooks.status, 'active'),
+        arrayContains(webhooks.events, [event]),
+      ),
+    )
+    .orderBy(asc(webhooks.id));
+}

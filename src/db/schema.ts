@@ -1,0 +1,145 @@
+import { sql } from 'drizzle-orm';
+import {
+  check,
+  index,
+  integer,
+  jsonb,
+  pgTable,
+  text,
+  timestamp,
+  uniqueIndex,
+} from 'drizzle-orm/pg-core';
+
+const createdAt = () => timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull();
+
+/** Customer API keys. Only the SHA-256 of the token's secret part is stored. */
+export const apiKeys = pgTable(
+  'api_keys',
+  {
+    id: text('id').primaryKey(),
+    projectId: text('project_id').notNull(),
+    name: text('name'),
+    tokenHash: text('token_hash').notNull(),
+    services: text('services').array().notNull(),
+    createdAt: createdAt(),
+    revokedAt: timestamp('revoked_at', { withTimezone: true, mode: 'date' }),
+  },
+  (table) => [index('api_keys_project_idx').on(table.projectId)],
+);
+
+/** Webhook configurations (spec 2.1). The signing secret is stored sealed (AES-256-GCM). */
+export const webhooks = pgTable(
+  'webhooks',
+  {
+    id: text('id').primaryKey(),
+    projectId: text('project_id').notNull(),
+    apiKeyId: text('api_key_id')
+      .notNull()
+      .references(() => apiKeys.id),
+    url: text('url').notNull(),
+    events: text('events').array().notNull(),
+    status: text('status', { enum: ['active', 'disabled'] }).notNull(),
+    headers: jsonb('headers').$type<Record<string, string>>().notNull(),
+    secretSealed: text('secret_sealed').notNull(),
+    successCount: integer('success_count').notNull().default(0),
+    failureCount: integer('failure_count').notNull().default(0),
+    lastDeliveredAt: timestamp('last_delivered_at', { withTimezone: true, mode: 'date' }),
+    createdAt: createdAt(),
+    updatedAt: timestamp('updated_at', { withTimezone: true, mode: 'date' }).notNull(),
+  },
+  (table) => [
+    index('webhooks_project_idx').on(table.projectId, table.id),
+    check('webhooks_status_check', sql`${table.status} in ('active', 'disabled')`),
+  ],
+);
+
+/** Events accepted from producers. `payload` is the 6.2 `data` object. */
+export const events = pgTable(
+  'events',
+  {
+    id: text('id').primaryKey(),
+    projectId: text('project_id').notNull(),
+    /** The producer's idempotency key (`id` in the publish body). */
+    producerEventId: text('producer_event_id').notNull(),
+    event: text('event').notNull(),
+    occurredAt: timestamp('occurred_at', { withTimezone: true, mode: 'date' }).notNull(),
+    payload: jsonb('payload').$type<Record<string, unknown>>().notNull(),
+    createdAt: createdAt(),
+    /** Set once every delivery workflow of the event has been started. */
+    dispatchedAt: timestamp('dispatched_at', { withTimezone: true, mode: 'date' }),
+  },
+  (table) => [
+    uniqueIndex('events_producer_key_idx').on(table.projectId, table.producerEventId),
+    index('events_undispatched_idx')
+      .on(table.createdAt)
+      .where(sql`${table.dispatchedAt} is null`),
+  ],
+);
+
+export const DELIVERY_STATUSES = [
+  'pending',
+  'processing',
+  'delivered',
+  'failed',
+  'dead_letter',
+] as const;
+export type DeliveryStatus = (typeof DELIVERY_STATUSES)[number];
+
+/** Delivery records (spec 2.2): one per event and subscribed webhook. */
+export const deliveries = pgTable(
+  'deliveries',
+  {
+    id: text('id').primaryKey(),
+    webhookId: text('webhook_id')
+      .notNull()
+      .references(() => webhooks.id, { onDelete: 'cascade' }),
+    eventId: text('event_id')
+      .notNull()
+      .references(() => events.id),
+    event: text('event').notNull(),
+    status: text('status', { enum: DELIVERY_STATUSES }).notNull(),
+    attemptCount: integer('attempt_count').notNull().default(0),
+    createdAt: createdAt(),
+    deliveredAt: timestamp('delivered_at', { withTimezone: true, mode: 'date' }),
+    lastError: text('last_error'),
+    lastStatusCode: integer('last_status_code'),
+    nextRetryAt: timestamp('next_retry_at', { withTimezone: true, mode: 'date' }),
+    updatedAt: timestamp('updated_at', { withTimezone: true, mode: 'date' }).notNull(),
+  },
+  (table) => [
+    index('deliveries_webhook_idx').on(table.webhookId, table.id),
+    uniqueIndex('deliveries_event_webhook_idx').on(table.eventId, table.webhookId),
+    check(
+      'deliveries_status_check',
+      sql`${table.status} in ('pending', 'processing', 'delivered', 'failed', 'dead_letter')`,
+    ),
+  ],
+);
+
+/** One row per attempt to send a delivery. */
+export const deliveryAttempts = pgTable(
+  'delivery_attempts',
+  {
+    id: text('id').primaryKey(),
+    deliveryId: text('delivery_id')
+      .notNull()
+      .references(() => deliveries.id, { onDelete: 'cascade' }),
+    attemptNumber: integer('attempt_number').notNull(),
+    startedAt: timestamp('started_at', { withTimezone: true, mode: 'date' }).notNull(),
+    durationMs: integer('duration_ms'),
+    statusCode: integer('status_code'),
+    error: text('error'),
+    outcome: text('outcome', {
+      enum: ['in_progress', 'succeeded', 'http_error', 'timeout', 'network_error', 'refused'],
+    }).notNull(),
+  },
+  (table) => [
+    uniqueIndex('delivery_attempts_number_idx').on(table.deliveryId, table.attemptNumber),
+  ],
+);
+
+export type ApiKeyRow = typeof apiKeys.$inferSelect;
+export type WebhookRow = typeof webhooks.$inferSelect;
+export type EventRow = typeof events.$inferSelect;
+export type DeliveryRow = typeof deliveries.$inferSelect;
+export type DeliveryAttemptRow = typeof deliveryAttempts.$inferSelect;

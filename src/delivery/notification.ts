@@ -1,0 +1,60 @@
+import { computeSignature, SIGNATURE_HEADERS } from '../signing.ts';
+
+/** API version carried in every notification body (spec 6.2). */
+export const PAYLOAD_API_VERSION = 'v1';
+
+/** What a notification is built from. */
+export interface NotificationSource {
+  deliveryId: string;
+  event: string;
+  occurredAt: Date;
+  data: Record<string, unknown>;
+}
+
+/**
+ * The notification body (spec 6.2). It depends only on stored values, so its bytes are
+ * the same on every attempt of a delivery.
+ */
+export function buildNotificationBody(source: NotificationSource): string {
+  return JSON.stringify({
+    id: source.deliveryId,
+    event: source.event,
+    timestamp: source.occurredAt.toISOString(),
+    api_version: PAYLOAD_API_VERSION,
+    data: source.data,
+  });
+}
+
+const RESERVED_HEADER_NAMES = new Set(['content-type', 'content-length', 'host', 'transfer-encoding', 'connection']);
+
+/** Whether a header name is one the service sets itself (never a custom header). */
+export function isReservedHeaderName(name: string): boolean {
+  const lower = name.toLowerCase();
+  return RESERVED_HEADER_NAMES.has(lower) || lower.startsWith('x-service-');
+}
+
+/**
+ * Headers of one send: the webhook's custom headers, then the service's own, which
+ * always win (custom headers cannot spoof them; the API also refuses such names).
+ */
+export function buildNotificationHeaders(input: {
+  secret: string;
+  timestampSeconds: number;
+  body: string;
+  deliveryId: string;
+  event: string;
+  customHeaders: Record<string, string>;
+}): Record<string, string> {
+  const custom = Object.fromEntries(
+    Object.entries(input.customHeaders).filter(([name]) => !isReservedHeaderName(name)),
+  );
+  return {
+    ...custom,
+    'Content-Type': 'application/json',
+    [SIGNATURE_HEADERS.signature]: computeSignature(input.secret, input.timestampSeconds, input.body),
+    [SIGNATURE_HEADERS.timestamp]: String(input.timestampSeconds),
+    [SIGNATURE_HEADERS.deliveryId]: input.deliveryId,
+    [SIGNATURE_HEADERS.event]: input.event,
+    'User-Agent': 'webhook-delivery-service/1',
+  };
+}

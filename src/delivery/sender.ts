@@ -1,0 +1,156 @@
+import { Agent, request } from 'node:https';
+import { lookup as dnsLookup, type LookupAddress, type LookupOptions } from 'node:dns';
+import { isIP, type LookupFunction } from 'node:net';
+import { STATUS_CODES } from 'node:http';
+import { isPublicAddress } from './address-policy.ts';
+import type { AttemptOutcome } from '../db/queries/deliveries.ts';
+
+/** At most this much of a response body is read; the rest is cut off. */
+const MAX_RESPONSE_BYTES = 64 * 1024;
+
+/** One POST to a customer endpoint. */
+export interface SendRequest {
+  url: string;
+  headers: Record<string, string>;
+  body: string;
+  /** Aborts the exchange (the activity's cancellation). */
+  signal?: AbortSignal | undefined;
+}
+
+/** How a POST ended. `statusCode` is set whenever the endpoint answered. */
+export interface SendResult {
+  outcome: AttemptOutcome;
+  statusCode?: number | undefined;
+  error?: string | undefined;
+  durationMs: number;
+}
+
+/** Sends signed notifications over kept-alive HTTPS connections. */
+export interface Sender {
+  send(request: SendRequest): Promise<SendResult>;
+  close(): void;
+}
+
+export interface SenderOptions {
+  /** Limit for the whole exchange, connect to last byte (spec: 30 s). */
+  timeoutMs: number;
+  /** Allow loopback and private targets (development and tests only). */
+  allowPrivateTargets: boolean;
+  /** Extra trusted certificate authorities (PEM). */
+  ca?: string | Buffer | undefined;
+  /** Name resolution; defaults to the system resolver. Tests map names here without DNS. */
+  lookup?: LookupFunction | undefined;
+  maxSocketsPerHost?: number | undefined;
+}
+
+class RefusedTargetError extends Error {
+  readonly code = 'ERR_TARGET_REFUSED';
+}
+
+/**
+ * Wraps a resolver so that connections only go to public addresses: the check runs on
+ * the addresses the socket will connect to, after resolution, so a DNS name that
+ * resolves to a private address is refused too.
+ */
+function publicOnlyLookup(resolve: LookupFunction): LookupFunction {
+  return (hostname, options: LookupOptions, callback) => {
+    resolve(hostname, { ...options, all: true }, (error, addresses) => {
+      if (error) return callback(error, '', 0);
+      const list = (Array.isArray(addresses) ? addresses : [{ address: addresses, family: 4 }]) as LookupAddress[];
+      const allowed = list.filter((entry) => isPublicAddress(entry.address));
+      if (allowed.length === 0) {
+        const names = list.map((entry) => entry.address).join(', ');
+        return callback(new RefusedTargetError(`${hostname} resolves to a non-public address (${names})`), '', 0);
+      }
+      if (options.all) return (callback as unknown as (e: null, a: LookupAddress[]) => void)(null, allowed);
+      callback(null, allowed[0]!.address, allowed[0]!.family);
+    });
+  };
+}
+
+function describeNetworkError(error: NodeJS.ErrnoException): string {
+  switch (error.code) {
+    case 'ECONNREFUSED':
+      return 'connection refused';
+    case 'ECONNRESET':
+      return 'connection reset by the endpoint';
+    case 'ENOTFOUND':
+      return 'host not found';
+    case 'EAI_AGAIN':
+      return 'name resolution failed temporarily';
+    default:
+      return error.code ? `${error.code}: ${error.message}` : error.message;
+  }
+}
+
+/** Creates a {@link Sender}. */
+export function createSender(options: SenderOptions): Sender {
+  const resolve = options.lookup ?? (dnsLookup as unknown as LookupFunction);
+  const agent = new Agent({
+    keepAlive: true,
+    maxSockets: options.maxSocketsPerHost ?? 50,
+    ca: options.ca,
+    lookup: options.allowPrivateTargets ? resolve : publicOnlyLookup(resolve),
+  });
+
+  async function send({ url, headers, body, signal }: SendRequest): Promise<SendResult> {
+    const started = performance.now();
+    const elapsed = () => Math.round(performance.now() - started);
+    const target = new URL(url);
+    const host = target.hostname.replace(/^\[|\]$/g, '');
+    // Node skips the lookup for IP literals, so they are checked here.
+    if (!options.allowPrivateTargets && isIP(host) && !isPublicAddress(host)) {
+      return { outcome: 'refused', error: `${host} is not a public address`, durationMs: elapsed() };
+    }
+    const timeout = AbortSignal.timeout(options.timeoutMs);
+    const abort = signal ? AbortSignal.any([signal, timeout]) : timeout;
+    return new Promise<SendResult>((settle) => {
+      const req = request(
+        target,
+        {
+          method: 'POST',
+          agent,
+          headers: { ...headers, 'Content-Length': Buffer.byteLength(body).toString() },
+          signal: abort,
+        },
+        (res) => {
+          const statusCode = res.statusCode ?? 0;
+          let received = 0;
+          res.on('data', (chunk: Buffer) => {
+            received += chunk.length;
+            if (received > MAX_RESPONSE_BYTES) res.destroy();
+          });
+          const finish = () => {
+            if (statusCode >= 200 && statusCode < 300) {
+              settle({ outcome: 'succeeded', statusCode, durationMs: elapsed() });
+              return;
+            }
+            const reason = STATUS_CODES[statusCode] ?? 'Unknown';
+            const error =
+              statusCode >= 300 && statusCode < 400
+                ? `HTTP ${statusCode} ${reason} (redirects are not followed)`
+                : `HTTP ${statusCode} ${reason}`;
+            settle({ outcome: 'http_error', statusCode, error, durationMs: elapsed() });
+          };
+          res.on('end', finish);
+          res.on('close', finish); // also when the body was cut off; settle ignores repeats
+          res.on('error', () => {});
+        },
+      );
+      req.on('error', (error: NodeJS.ErrnoException) => {
+        if (timeout.aborted) {
+          settle({ outcome: 'timeout', error: `no response within ${options.timeoutMs} ms`, durationMs: elapsed() });
+        } else if (error instanceof RefusedTargetError || error.code === 'ERR_TARGET_REFUSED') {
+          settle({ outcome: 'refused', error: error.message, durationMs: elapsed() });
+        } else if (signal?.aborted) {
+          settle({ outcome: 'network_error', error: 'attempt cancelled', durationMs: elapsed() });
+        } else {
+          settle({ outcome: 'network_error', error: describeNetworkError(error), durationMs: elapsed() });
+        }
+      });
+      req.end(body);
+    });
+  }
+
+  return { send, close: () => agent.destroy() };
+}

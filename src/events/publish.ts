@@ -1,0 +1,56 @@
+import type { Database } from '../db/client.ts';
+import { markEventDispatched, recordEvent, type DeliveryTarget } from '../db/queries/events.ts';
+import type { EventRow } from '../db/schema.ts';
+import type { DeliveryScheduler } from '../temporal/scheduler.ts';
+import type { PublishEventInput } from './schema.ts';
+
+/** What {@link publishEvent} needs. */
+export interface PublishDeps {
+  db: Database;
+  scheduler: DeliveryScheduler;
+}
+
+/** The accepted event and its deliveries. */
+export interface PublishedEvent {
+  eventId: string;
+  deliveryIds: string[];
+  /** False when the producer's `id` had been published before (nothing new was created). */
+  created: boolean;
+}
+
+/** Starts the delivery workflows of a stored event and records that it is dispatched. */
+export async function dispatchEvent(
+  deps: PublishDeps,
+  event: EventRow,
+  targets: readonly DeliveryTarget[],
+): Promise<void> {
+  await deps.scheduler.start(
+    targets.map((target) => ({ ...target, projectId: event.projectId, event: event.event })),
+  );
+  await markEventDispatched(deps.db, event.id);
+}
+
+/**
+ * Accepts an event: stores it with one `pending` delivery per active, subscribed webhook
+ * (one transaction), then starts a delivery workflow per delivery. When this resolves,
+ * every delivery is durable in both the database and Temporal. If the process dies in
+ * between, the worker's outbox sweep starts the missing workflows; publishing again with
+ * the same `id` returns the same ids and creates nothing new.
+ */
+export async function publishEvent(deps: PublishDeps, input: PublishEventInput): Promise<PublishedEvent> {
+  const recorded = await recordEvent(deps.db, {
+    projectId: input.project_id,
+    producerEventId: input.id,
+    event: input.event,
+    occurredAt: input.occurred_at ? new Date(input.occurred_at) : new Date(),
+    payload: input.data,
+  });
+  if (recorded.created || !recorded.event.dispatchedAt) {
+    await dispatchEvent(deps, recorded.event, recorded.deliveries);
+  }
+  return {
+    eventId: recorded.event.id,
+    deliveryIds: recorded.deliveries.map((target) => target.deliveryId),
+    created: recorded.created,
+  };
+}

@@ -1,0 +1,57 @@
+import { z } from '@hono/zod-openapi';
+
+/** Event kinds a webhook can subscribe to (spec 6.1). */
+export const EVENT_KINDS = ['docauth.completed'] as const;
+export type EventKind = (typeof EVENT_KINDS)[number];
+
+const isoTimestamp = z.iso.datetime({ offset: true, message: 'must be an ISO 8601 timestamp' });
+const isoDate = z.iso.date({ message: 'must be a date (YYYY-MM-DD)' });
+const text = z.string().max(1024);
+
+/** `docauth_info` (spec 6.2): every field seen in the payload, all optional strings. */
+export const DocauthInfoSchema = z
+  .strictObject({
+    document_type: text,
+    country_code: text,
+    nationality_code: text,
+    nationality_name: text,
+    sex: text,
+    first_name: text,
+    father_name: text,
+    last_name: text,
+    expiry_date: isoDate,
+    document_number: text,
+    birth_date: isoDate,
+    current_result: text,
+  })
+  .partial()
+  .openapi('DocauthInfo');
+
+/** The `data` object of a `docauth.completed` notification (spec 6.2). */
+export const DocauthCompletedDataSchema = z
+  .strictObject({
+    request_id: z.string().min(1).max(256),
+    session_id: z.string().min(1).max(256).optional(),
+    result: z.enum(['pass', 'fail']),
+    docauth_info: DocauthInfoSchema,
+    processed_at: isoTimestamp,
+    scores_applied: z.boolean(),
+  })
+  .openapi('DocauthCompletedData');
+
+/** Body of `POST /internal/v1/events` and input of `publishEvent()`. */
+export const PublishEventSchema = z
+  .strictObject({
+    id: z
+      .string()
+      .regex(/^[A-Za-z0-9._:@-]{1,128}$/, 'must be 1-128 characters of A-Z a-z 0-9 . _ : @ -')
+      .optional()
+      .openapi({ description: "The producer's idempotency key: publishing the same id again returns the same deliveries." }),
+    project_id: z.string().regex(/^[A-Za-z0-9._:@-]{1,128}$/, 'must be 1-128 characters of A-Z a-z 0-9 . _ : @ -'),
+    event: z.enum(EVENT_KINDS),
+    occurred_at: isoTimestamp.optional(),
+    data: DocauthCompletedDataSchema,
+  })
+  .openapi('PublishEvent');
+
+export type PublishEventInput = z.infer<typeof PublishEventSchema>;

@@ -1,0 +1,41 @@
+import { randomBytes } from 'node:crypto';
+
+const CROCKFORD = '0123456789abcdefghjkmnpqrstvwxyz';
+
+/** Prefixes of the service's identifiers, one per resource. */
+export const ID_PREFIX = {
+  apiKey: 'key',
+  webhook: 'wh',
+  event: 'evt',
+  delivery: 'dlv',
+  attempt: 'att',
+} as const;
+
+export type IdKind = keyof typeof ID_PREFIX;
+
+/**
+ * A new opaque identifier such as `dlv_01jd3k…`: the prefix, then 26 characters of
+ * Crockford base32 holding a 48-bit millisecond timestamp and 80 random bits
+ * (the ULID layout), so identifiers of one kind sort by creation time.
+ */
+export function newId(kind: IdKind, now: number = Date.now()): string {
+  const random = randomBytes(10);
+  let time = BigInt(now);
+  let timePart = '';
+  for (let i = 0; i < 10; i += 1) {
+    timePart = CROCKFORD[Number(time & 31n)] + timePart;
+    time >>= 5n;
+  }
+  let bits = BigInt(`0x${random.toString('hex')}`);
+  let randomPart = '';
+  for (let i = 0; i < 16; i += 1) {
+    randomPart = CROCKFORD[Number(bits & 31n)] + randomPart;
+    bits >>= 5n;
+  }
+  return `${ID_PREFIX[kind]}_${timePart}${randomPart}`;
+}
+
+/** Whether `value` has the shape of an identifier of `kind`. */
+export function isId(kind: IdKind, value: string): boolean {
+  return new RegExp(`^${ID_PREFIX[kind]}_[0-9a-hjkmnp-tv-z]{26}$`).test(value);
+}

@@ -1,0 +1,207 @@
+import { serve, type ServerType } from '@hono/node-server';
+import { Client, Connection } from '@temporalio/client';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import type { Logger } from 'pino';
+import { createApp } from './app.ts';
+import type { Config } from './config.ts';
+import { ConfigError } from './config.ts';
+import { openDatabase, type DatabaseHandle } from './db/client.ts';
+import { startEmbeddedPostgres } from './db/embedded.ts';
+import { generateEncryptionKey, randomToken, SecretBox } from './secrets.ts';
+import { startDevServer } from './temporal/dev-server.ts';
+import { DeliveryScheduler } from './temporal/scheduler.ts';
+import { ensureSearchAttributes } from './temporal/search-attributes.ts';
+import { startDeliveryWorker } from './worker.ts';
+
+/** Which parts this process runs. */
+export type Role = 'all' | 'api' | 'worker' | 'migrate';
+
+/** Things to close on shutdown, closed in reverse order of opening. */
+class Closer {
+  readonly #steps: { name: string; close: () => Promise<unknown> }[] = [];
+  add(name: string, close: () => Promise<unknown>) {
+    this.#steps.push({ name, close });
+  }
+  async closeAll(logger: Logger) {
+    for (const step of this.#steps.reverse()) {
+      try {
+        await step.close();
+      } catch (error) {
+        logger.error({ err: error, step: step.name }, 'error during shutdown');
+      }
+    }
+  }
+}
+
+/**
+ * A secret from configuration or, in the embedded mode only, from a file in DATA_DIR
+ * made on first start. A service on a real database must be given it.
+ */
+async function embeddedSecret(
+  config: Config,
+  variable: string,
+  value: string | undefined,
+  fileName: string,
+  make: () => string,
+): Promise<{ value: string; file?: string }> {
+  if (value) return { value };
+  if (config.database.kind !== 'pglite') {
+    throw new ConfigError(`Invalid configuration:\n  ${variable}: is required when DATABASE_URL is set`);
+  }
+  const file = path.join(config.dataDir, fileName);
+  const stored = await readFile(file, 'utf8').catch(() => undefined);
+  if (stored?.trim()) return { value: stored.trim(), file };
+  await mkdir(config.dataDir, { recursive: true });
+  const made = make();
+  await writeFile(file, `${made}\n`, { mode: 0o600 });
+  return { value: made, file };
+}
+
+/** A running service; `stop()` drains and closes everything it started. */
+export interface RunningService {
+  readonly apiUrl?: string;
+  readonly temporalAddress: string;
+  readonly temporalUiUrl?: string | undefined;
+  readonly producerTokenFile?: string | undefined;
+  /** Resolves when the worker stops on its own (a fatal worker error). */
+  readonly workerDone?: Promise<void>;
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts the given role. `all` is the embedded one-command mode: it serves PGlite and
+ * spawns the Temporal dev server unless DATABASE_URL / TEMPORAL_ADDRESS say otherwise.
+ */
+export async function startService(config: Config, role: Role, logger: Logger): Promise<RunningService> {
+  const closer = new Closer();
+  try {
+    let databaseUrl: string;
+    if (config.database.kind === 'postgres') {
+      databaseUrl = config.database.url;
+    } else if (role === 'all' || role === 'migrate') {
+      const embedded = await startEmbeddedPostgres(config.database.dataDir, config.database.port);
+      closer.add('embedded database', () => embedded.stop());
+      databaseUrl = embedded.url;
+      logger.info({ url: embedded.url }, 'embedded PGlite database served on loopback');
+    } else {
+      // Another process (`npm start`) owns the embedded database; connect to it.
+      databaseUrl = `postgres://postgres@127.0.0.1:${config.database.port}/postgres`;
+    }
+    const database: DatabaseHandle = await openDatabase({
+      kind: 'postgres',
+      url: databaseUrl,
+      poolMax: config.database.poolMax,
+    });
+    closer.add('database pool', () => database.close());
+    if (role === 'all' || role === 'migrate') {
+      await database.migrate();
+      logger.info('database migrations applied');
+    }
+    if (role === 'migrate') {
+      await closer.closeAll(logger);
+      return { temporalAddress: '', stop: async () => {} };
+    }
+
+    let temporalAddress = config.temporal.address;
+    let temporalUiUrl: string | undefined;
+    if (!temporalAddress) {
+      if (role === 'all') {
+        const devServer = await startDevServer({
+          cliPath: config.temporal.cliPath,
+          stateDir: path.join(config.dataDir, 'temporal'),
+          port: config.temporal.port,
+          uiPort: config.temporal.uiPort,
+          namespace: config.temporal.namespace,
+        });
+        closer.add('Temporal dev server', () => devServer.stop());
+        temporalAddress = devServer.address;
+        temporalUiUrl = devServer.uiUrl;
+        logger.info({ address: devServer.address, ui: devServer.uiUrl }, 'Temporal dev server started');
+      } else {
+        temporalAddress = `127.0.0.1:${config.temporal.port}`;
+      }
+    }
+
+    const secretBox = new SecretBox(
+      (
+        await embeddedSecret(config, 'SECRET_ENCRYPTION_KEY', config.secretEncryptionKey, 'secret-encryption.key', generateEncryptionKey)
+      ).value,
+    );
+    const producerToken = await embeddedSecret(
+      config,
+      'EVENT_PRODUCER_TOKEN',
+      config.eventProducerToken,
+      'producer-token',
+      () => `ptk_${randomToken(32)}`,
+    );
+
+    const connection = await Connection.connect({ address: temporalAddress });
+    closer.add('Temporal client', () => connection.close());
+    const client = new Client({ connection, namespace: config.temporal.namespace });
+    const scheduler = new DeliveryScheduler(client, config.temporal.taskQueue);
+
+    let workerDone: Promise<void> | undefined;
+    if (role === 'all' || role === 'worker') {
+      const added = await ensureSearchAttributes(connection, config.temporal.namespace);
+      if (added.length > 0) logger.info({ added }, 'registered search attributes');
+      const worker = await startDeliveryWorker({
+        address: temporalAddress,
+        namespace: config.temporal.namespace,
+        taskQueue: config.temporal.taskQueue,
+        db: database.db,
+        secretBox,
+        scheduler,
+        logger,
+        delivery: config.delivery,
+        workflowBundlePath: config.temporal.workflowBundlePath,
+      });
+      closer.add('worker', () => worker.stop());
+      workerDone = worker.done;
+    }
+
+    let apiUrl: string | undefined;
+    if (role === 'all' || role === 'api') {
+      const app = createApp({
+        db: database.db,
+        temporal: client,
+        scheduler,
+        secretBox,
+        producerToken: producerToken.value,
+        logger,
+      });
+      const server: ServerType = await new Promise((resolve, reject) => {
+        const started = serve(
+          {
+            fetch: app.fetch,
+            port: config.http.port,
+            hostname: config.http.host,
+            serverOptions: {
+              maxHeaderSize: 16 * 1024,
+              requestTimeout: 30_000,
+              headersTimeout: 10_000,
+              keepAliveTimeout: 5_000,
+            },
+          },
+          () => resolve(started),
+        );
+        started.once('error', reject);
+      });
+      closer.add('HTTP server', () => new Promise((resolve) => server.close(() => resolve(undefined))));
+      apiUrl = `http://${config.http.host}:${config.http.port}`;
+      logger.info({ url: apiUrl }, 'API listening');
+    }
+
+    return {
+      ...(apiUrl ? { apiUrl } : {}),
+      temporalAddress,
+      temporalUiUrl,
+      producerTokenFile: producerToken.file,
+      ...(workerDone ? { workerDone } : {}),
+      stop: () => closer.closeAll(logger),
+    };
+  } catch (error) {
+    await closer.closeAll(logger);
+    throw error;
+  }
+}

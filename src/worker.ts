@@ -1,0 +1,100 @@
+import { existsSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { fileURLToPath } from 'node:url';
+import { NativeConnection, Worker } from '@temporalio/worker';
+import type { Logger } from 'pino';
+import { createActivities } from '../activities/index.ts';
+import type { Database } from './db/client.ts';
+import { listUndispatchedEvents } from './db/queries/events.ts';
+import { createSender, type Sender } from './delivery/sender.ts';
+import { dispatchEvent } from './events/publish.ts';
+import type { SecretBox } from './secrets.ts';
+import type { DeliveryScheduler } from './temporal/scheduler.ts';
+
+/** Where the workflow code is when no prebuilt bundle exists. */
+export const WORKFLOWS_PATH = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
+
+export interface DeliveryWorkerOptions {
+  address: string;
+  namespace: string;
+  taskQueue: string;
+  db: Database;
+  secretBox: SecretBox;
+  scheduler: DeliveryScheduler;
+  logger: Logger;
+  delivery: { timeoutMs: number; allowPrivateTargets: boolean; caFile?: string | undefined };
+  /** A bundle made by `npm run build:workflows`; used when the file exists. */
+  workflowBundlePath?: string | undefined;
+  /** Outbox sweep period; 0 turns the sweep off. */
+  sweepIntervalMs?: number;
+}
+
+/** A running worker: the delivery activities, the workflows and the outbox sweep. */
+export interface DeliveryWorker {
+  /** Resolves when the worker has stopped. */
+  readonly done: Promise<void>;
+  /** Stops polling, lets running activities finish, then closes the connection. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts events whose delivery workflows were not all started because the process
+ * that accepted them stopped in between (the outbox pattern). Starting is idempotent.
+ */
+export async function sweepUndispatchedEvents(
+  deps: { db: Database; scheduler: DeliveryScheduler },
+  olderThanMs: number,
+): Promise<number> {
+  const pending = await listUndispatchedEvents(deps.db, new Date(Date.now() - olderThanMs), 100);
+  for (const { event, deliveries } of pending) await dispatchEvent(deps, event, deliveries);
+  return pending.length;
+}
+
+/** Creates and runs the delivery worker. */
+export async function startDeliveryWorker(options: DeliveryWorkerOptions): Promise<DeliveryWorker> {
+  const sender: Sender = createSender({
+    timeoutMs: options.delivery.timeoutMs,
+    allowPrivateTargets: options.delivery.allowPrivateTargets,
+    ca: options.delivery.caFile ? await readFile(options.delivery.caFile) : undefined,
+  });
+  const connection = await NativeConnection.connect({ address: options.address });
+  const bundle = options.workflowBundlePath && existsSync(options.workflowBundlePath) ? options.workflowBundlePath : undefined;
+  const worker = await Worker.create({
+    connection,
+    namespace: options.namespace,
+    taskQueue: options.taskQueue,
+    ...(bundle ? { workflowBundle: { codePath: bundle } } : { workflowsPath: WORKFLOWS_PATH }),
+    activities: createActivities({
+      db: options.db,
+      secretBox: options.secretBox,
+      sender,
+      logger: options.logger.child({ component: 'activity' }),
+    }),
+    shutdownGraceTime: '35s',
+  });
+  options.logger.info({ taskQueue: options.taskQueue, bundle: bundle ?? 'compiled at start' }, 'worker started');
+
+  const sweepInterval = options.sweepIntervalMs ?? 10_000;
+  const sweep =
+    sweepInterval > 0
+      ? setInterval(() => {
+          sweepUndispatchedEvents(options, sweepInterval).then(
+            (count) => count > 0 && options.logger.warn({ count }, 'started deliveries of undispatched events'),
+            (error: unknown) => options.logger.error({ err: error }, 'outbox sweep failed'),
+          );
+        }, sweepInterval)
+      : undefined;
+
+  const done = worker.run().finally(async () => {
+    clearInterval(sweep);
+    sender.close();
+    await connection.close();
+  });
+  return {
+    done,
+    async stop() {
+      if (worker.getState() === 'RUNNING') worker.shutdown();
+      await done;
+    },
+  };
+}

@@ -1,0 +1,482 @@
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
+
+/*
+ * Static checks of the production topology (docker-compose.yml, Dockerfile, .dockerignore).
+ * No Docker engine is needed: the files are parsed and their properties asserted.
+ */
+
+const composeUrl = new URL('../docker-compose.yml', import.meta.url);
+const dockerfileUrl = new URL('../Dockerfile', import.meta.url);
+const dockerignoreUrl = new URL('../.dockerignore', import.meta.url);
+const readmeUrl = new URL('../README.md', import.meta.url);
+const repoRootUrl = new URL('../', import.meta.url);
+
+const composeText = readFileSync(composeUrl, 'utf8');
+const compose = asRecord(parse(composeText, { merge: true }), 'docker-compose.yml');
+const services = asRecord(compose.services, 'services');
+const topLevelVolumes = compose.volumes === undefined ? {} : asRecord(compose.volumes, 'volumes');
+
+const APP_ROLES = ['api', 'worker'] as const;
+const EXPECTED_SERVICES = [
+  'postgres',
+  'temporal-admin-tools',
+  'temporal',
+  'temporal-create-namespace',
+  'temporal-ui',
+  ...APP_ROLES,
+];
+
+// ---------------------------------------------------------------------------
+// Helpers turning the loosely typed compose document into checked values.
+// ---------------------------------------------------------------------------
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function asRecord(value: unknown, what: string): Record<string, unknown> {
+  if (!isRecord(value)) throw new Error(`${what} is not a mapping`);
+  return value;
+}
+
+function service(name: string): Record<string, unknown> {
+  return asRecord(services[name], `service ${name}`);
+}
+
+/** The environment of a service, whether written as a mapping or as a KEY=value list. */
+function environmentOf(name: string): Record<string, string> {
+  const raw = service(name).environment;
+  const env: Record<string, string> = {};
+  if (raw === undefined) return env;
+  if (Array.isArray(raw)) {
+    for (const entry of raw) {
+      const text = String(entry);
+      const eq = text.indexOf('=');
+      if (eq === -1) env[text] = '';
+      else env[text.slice(0, eq)] = text.slice(eq + 1);
+    }
+    return env;
+  }
+  for (const [key, value] of Object.entries(asRecord(raw, `${name}.environment`))) {
+    env[key] = value === null ? '' : String(value);
+  }
+  return env;
+}
+
+/** depends_on as `target -> condition`, the short list form meaning `service_started`. */
+function dependenciesOf(name: string): Record<string, string> {
+  const raw = service(name).depends_on;
+  const deps: Record<string, string> = {};
+  if (raw === undefined) return deps;
+  if (Array.isArray(raw)) {
+    for (const target of raw) deps[String(target)] = 'service_started';
+    return deps;
+  }
+  for (const [target, spec] of Object.entries(asRecord(raw, `${name}.depends_on`))) {
+    deps[target] = isRecord(spec) && typeof spec.condition === 'string' ? spec.condition : 'service_started';
+  }
+  return deps;
+}
+
+/** command/entrypoint as one string (a list is joined with spaces). */
+function commandText(name: string, key: 'command' | 'entrypoint' = 'command'): string {
+  const raw = service(name)[key];
+  if (raw === undefined) return '';
+  return Array.isArray(raw) ? raw.map(String).join(' ') : String(raw);
+}
+
+/** command as argv: a string is split on whitespace, as compose does for simple commands. */
+function commandArgv(name: string): string[] {
+  const raw = service(name).command;
+  if (Array.isArray(raw)) return raw.map(String);
+  if (typeof raw === 'string') return raw.trim().split(/\s+/);
+  return [];
+}
+
+interface PublishedPort {
+  hostIp: string | undefined;
+  hostStart: number;
+  hostEnd: number;
+  target: number;
+}
+
+/** Parses `ports` in short ("[ip:]host[-host]:container[/proto]") and long syntax. */
+function publishedPorts(name: string): PublishedPort[] {
+  const raw = service(name).ports;
+  if (raw === undefined) return [];
+  if (!Array.isArray(raw)) throw new Error(`${name}.ports is not a list`);
+  return raw.map((entry): PublishedPort => {
+    if (isRecord(entry)) {
+      const [start, end] = String(entry.published ?? '').split('-');
+      return {
+        hostIp: typeof entry.host_ip === 'string' ? entry.host_ip : undefined,
+        hostStart: Number(start),
+        hostEnd: Number(end ?? start),
+        target: Number(entry.target),
+      };
+    }
+    const parts = String(entry).replace(/\/(tcp|udp)$/, '').split(':');
+    const target = parts.pop();
+    const host = parts.pop();
+    const hostIp = parts.length > 0 ? parts.join(':') : undefined;
+    if (host === undefined || target === undefined) throw new Error(`${name} publishes no host port: ${String(entry)}`);
+    const [start, end] = host.split('-');
+    return { hostIp, hostStart: Number(start), hostEnd: Number(end ?? start), target: Number(target) };
+  });
+}
+
+function publishesOnHost(name: string, hostPort: number, target: number): boolean {
+  return publishedPorts(name).some(
+    (port) => port.target === target && port.hostStart <= hostPort && hostPort <= port.hostEnd,
+  );
+}
+
+function replicasOf(name: string): number {
+  const deploy = service(name).deploy;
+  if (!isRecord(deploy)) return 1;
+  return typeof deploy.replicas === 'number' ? deploy.replicas : Number.NaN;
+}
+
+/** `repo/name:tag` -> tag (undefined when no tag). A registry port is not a tag. */
+function imageTag(image: string): string | undefined {
+  const withoutDigest = image.split('@')[0] ?? image;
+  const lastSegment = withoutDigest.slice(withoutDigest.lastIndexOf('/') + 1);
+  const colon = lastSegment.indexOf(':');
+  return colon === -1 ? undefined : lastSegment.slice(colon + 1);
+}
+
+function imageOf(name: string): string {
+  const image = service(name).image;
+  if (typeof image !== 'string') throw new Error(`service ${name} has no image`);
+  return image;
+}
+
+/** Names of the host variables referenced as ${NAME}, ${NAME:-default}, ${NAME:?message}... */
+function interpolatedVariables(value: string): string[] {
+  return [...value.matchAll(/\$\{([A-Za-z_][A-Za-z0-9_]*)/g)].map((match) => match[1] ?? '');
+}
+
+/** Substitutes interpolations the way compose would with an empty host environment, defaults applied. */
+function withDefaults(value: string): string {
+  return value.replace(/\$\{([A-Za-z_][A-Za-z0-9_]*)(?::?-([^}]*))?[^}]*\}/g, (_match, name: string, fallback?: string) =>
+    fallback ?? `unset-${name}`,
+  );
+}
+
+/** Dockerfile instructions, with line continuations joined and comments dropped. */
+function dockerfileInstructions(text: string): { keyword: string; args: string }[] {
+  const logical: string[] = [];
+  let current = '';
+  for (const line of text.split('\n')) {
+    if (/^\s*#/.test(line)) continue;
+    if (line.trimEnd().endsWith('\\')) {
+      current += `${line.trimEnd().slice(0, -1)} `;
+      continue;
+    }
+    current += line;
+    if (current.trim() !== '') logical.push(current.trim());
+    current = '';
+  }
+  return logical.map((instruction) => {
+    const space = instruction.search(/\s/);
+    return space === -1
+      ? { keyword: instruction.toUpperCase(), args: '' }
+      : { keyword: instruction.slice(0, space).toUpperCase(), args: instruction.slice(space + 1).trim() };
+  });
+}
+
+// ---------------------------------------------------------------------------
+
+describe('docker-compose.yml', () => {
+  it('defines postgres, the Temporal server with its setup jobs and UI, the api and the worker', () => {
+    expect(Object.keys(services)).toEqual(expect.arrayContaining(EXPECTED_SERVICES));
+  });
+
+  it('pins every image to an explicit tag (never latest) and builds the rest from the Dockerfile', () => {
+    for (const [name, spec] of Object.entries(services)) {
+      const definition = asRecord(spec, `service ${name}`);
+      if (definition.image === undefined) {
+        expect(definition.build, `${name} has neither image nor build`).toBeDefined();
+        continue;
+      }
+      const image = imageOf(name);
+      const tag = imageTag(image);
+      expect(tag, `${name} uses ${image} without a tag`).toBeDefined();
+      expect(tag, `${name} uses ${image}`).not.toBe('latest');
+      expect(tag, `${name} takes its tag from the environment`).not.toMatch(/\$/);
+    }
+  });
+
+  it('uses plain temporalio/server with separate admin-tools jobs instead of the deprecated auto-setup image', () => {
+    const images = Object.keys(services)
+      .filter((name) => service(name).image !== undefined)
+      .map(imageOf);
+    expect(images.filter((image) => image.startsWith('temporalio/auto-setup'))).toEqual([]);
+    expect(imageOf('temporal')).toMatch(/^temporalio\/server:/);
+    expect(imageOf('temporal-admin-tools')).toMatch(/^temporalio\/admin-tools:/);
+    expect(imageOf('temporal-create-namespace')).toMatch(/^temporalio\/admin-tools:/);
+    expect(imageOf('temporal-ui')).toMatch(/^temporalio\/ui:/);
+  });
+
+  it('keeps the admin-tools jobs on the same Temporal version as the server', () => {
+    const serverVersion = imageTag(imageOf('temporal'));
+    expect(serverVersion).toMatch(/^\d+\.\d+\.\d+/);
+    expect(imageTag(imageOf('temporal-admin-tools'))).toBe(serverVersion);
+    expect(imageTag(imageOf('temporal-create-namespace'))).toBe(serverVersion);
+  });
+
+  it('runs postgres 16 with a pg_isready healthcheck and its data on a named volume', () => {
+    expect(imageOf('postgres')).toMatch(/^postgres:16(\.|-|$)/);
+    const healthcheck = asRecord(service('postgres').healthcheck, 'postgres.healthcheck');
+    const test = Array.isArray(healthcheck.test) ? healthcheck.test.join(' ') : String(healthcheck.test);
+    expect(test).toContain('pg_isready');
+
+    const volumes = (service('postgres').volumes ?? []) as unknown[];
+    const dataVolume = volumes.map(String).find((volume) => volume.endsWith(':/var/lib/postgresql/data'));
+    expect(dataVolume, 'postgres data directory is not mounted').toBeDefined();
+    const source = dataVolume?.split(':')[0] ?? '';
+    expect(source, 'the data volume must be named, not a host path').toMatch(/^[A-Za-z0-9][\w.-]*$/);
+    expect(Object.keys(topLevelVolumes)).toContain(source);
+  });
+
+  it('creates the webhooks database from an init script in ./deploy/postgres-init', () => {
+    const volumes = ((service('postgres').volumes ?? []) as unknown[]).map(String);
+    const initMount = volumes.find((volume) => volume.split(':')[1] === '/docker-entrypoint-initdb.d');
+    expect(initMount?.split(':')[0]).toBe('./deploy/postgres-init');
+
+    const initDir = new URL('deploy/postgres-init/', repoRootUrl);
+    const scripts = readdirSync(initDir).filter((file) => /\.(sql|sh)$/.test(file));
+    expect(scripts.length).toBeGreaterThan(0);
+    const sql = scripts.map((file) => readFileSync(new URL(file, initDir), 'utf8')).join('\n');
+    expect(sql).toMatch(/CREATE DATABASE\s+"?webhooks"?/i);
+    expect(sql).toMatch(/CREATE (ROLE|USER)\s+"?webhooks"?/i);
+  });
+
+  it('runs the Temporal server on postgres12 with its seeds pointing at the postgres service', () => {
+    const env = environmentOf('temporal');
+    const postgresEnv = environmentOf('postgres');
+    expect(env.DB).toBe('postgres12');
+    expect(env.POSTGRES_SEEDS).toBe('postgres');
+    expect(services).toHaveProperty(env.POSTGRES_SEEDS ?? '');
+    expect(env.DB_PORT).toBe('5432');
+    expect(env.POSTGRES_USER).toBe(postgresEnv.POSTGRES_USER);
+    expect(env.POSTGRES_PWD).toBe(postgresEnv.POSTGRES_PASSWORD);
+    expect(env.BIND_ON_IP).toBe('0.0.0.0');
+  });
+
+  it('sets up the temporal and temporal_visibility schemas with temporal-sql-tool before the server starts', () => {
+    const script = commandText('temporal-admin-tools');
+    expect(script).toContain('temporal-sql-tool');
+    expect(script).toContain('--plugin postgres12');
+    expect(script).toContain('--ep postgres ');
+    for (const [database, schema] of [
+      ['temporal', 'temporal'],
+      ['temporal_visibility', 'visibility'],
+    ] as const) {
+      expect(script).toMatch(new RegExp(`--db ${database} create`));
+      expect(script).toMatch(new RegExp(`--db ${database} setup-schema -v 0\\.0`));
+      expect(script).toContain(
+        `--db ${database} update-schema -d /etc/temporal/schema/postgresql/v12/${schema}/versioned`,
+      );
+    }
+    expect(environmentOf('temporal-admin-tools').SQL_PASSWORD).toBe(environmentOf('postgres').POSTGRES_PASSWORD);
+    expect(dependenciesOf('temporal-admin-tools')).toMatchObject({ postgres: 'service_healthy' });
+    expect(dependenciesOf('temporal')).toMatchObject({
+      'temporal-admin-tools': 'service_completed_successfully',
+    });
+  });
+
+  it('creates the default namespace once the server reports healthy', () => {
+    const script = commandText('temporal-create-namespace');
+    expect(script).toMatch(/temporal operator namespace create (.* )?(--namespace|-n) default\b/);
+    expect(service('temporal').healthcheck).toBeDefined();
+    expect(dependenciesOf('temporal-create-namespace')).toMatchObject({ temporal: 'service_healthy' });
+  });
+
+  it('serves the Temporal UI against temporal:7233 on host port 8233', () => {
+    expect(environmentOf('temporal-ui').TEMPORAL_ADDRESS).toBe('temporal:7233');
+    expect(publishesOnHost('temporal-ui', 8233, 8080)).toBe(true);
+  });
+
+  it('builds the api and the worker from the Dockerfile and runs a different role in each', () => {
+    for (const role of APP_ROLES) {
+      const build = service(role).build;
+      const context = isRecord(build) ? build.context : build;
+      const dockerfile = isRecord(build) ? (build.dockerfile ?? 'Dockerfile') : 'Dockerfile';
+      expect([context, dockerfile], role).toEqual(['.', 'Dockerfile']);
+      const argv = commandArgv(role);
+      const runsRole =
+        argv.join(' ') === `npm run ${role}` ||
+        (argv[0] === 'node' && argv.includes('src/main.ts') && argv.at(-1) === role);
+      expect(runsRole, `${role} runs: ${argv.join(' ')}`).toBe(true);
+    }
+    expect(commandArgv('api')).not.toEqual(commandArgv('worker'));
+  });
+
+  it('scales the api and the worker horizontally, with at least two replicas each', () => {
+    for (const role of APP_ROLES) expect(replicasOf(role), role).toBeGreaterThanOrEqual(2);
+  });
+
+  it('gives the api and the worker the same environment, written once in the x-app-env anchor', () => {
+    const shared = asRecord(compose['x-app-env'], 'x-app-env');
+    const sharedEnv = Object.fromEntries(Object.entries(shared).map(([key, value]) => [key, String(value)]));
+    expect(environmentOf('worker')).toEqual(sharedEnv);
+
+    const { HOST, PORT, ...apiShared } = environmentOf('api');
+    expect(apiShared).toEqual(sharedEnv);
+    expect(HOST).toBe('0.0.0.0');
+    expect(PORT).toBe('8080');
+
+    expect(composeText).toMatch(/^x-app-env: &app-env$/m);
+    expect(composeText.match(/\*app-env\b/g)?.length ?? 0).toBeGreaterThanOrEqual(APP_ROLES.length);
+    expect(composeText.match(/^\s*DATABASE_URL:/gm)).toHaveLength(1);
+  });
+
+  it('points DATABASE_URL at the webhooks database of the postgres service', () => {
+    const env = environmentOf('worker');
+    const url = new URL(withDefaults(env.DATABASE_URL ?? ''));
+    expect(url.protocol).toMatch(/^postgres(ql)?:$/);
+    expect(url.hostname).toBe('postgres');
+    expect(services).toHaveProperty(url.hostname);
+    expect(url.port).toBe('5432');
+    expect(url.username).toBe('webhooks');
+    expect(url.password).not.toBe('');
+    expect(url.pathname).toBe('/webhooks');
+  });
+
+  it('points TEMPORAL_ADDRESS at port 7233 of the temporal service, namespace default, queue webhook-deliveries', () => {
+    const env = environmentOf('worker');
+    const [host, port] = (env.TEMPORAL_ADDRESS ?? '').split(':');
+    expect(services).toHaveProperty(host ?? '');
+    expect(host).toBe('temporal');
+    expect(port).toBe('7233');
+    expect(env.TEMPORAL_NAMESPACE).toBe('default');
+    expect(env.TEMPORAL_TASK_QUEUE).toBe('webhook-deliveries');
+    expect(env.LOG_LEVEL).toBe('info');
+  });
+
+  it('requires SECRET_ENCRYPTION_KEY and EVENT_PRODUCER_TOKEN from the host and says how to set them', () => {
+    const env = environmentOf('worker');
+    for (const name of ['SECRET_ENCRYPTION_KEY', 'EVENT_PRODUCER_TOKEN']) {
+      const match = new RegExp(`^\\$\\{${name}:\\?(.+)\\}$`).exec(env[name] ?? '');
+      expect(match, `${name} must be \${${name}:?message}`).not.toBeNull();
+      expect(match?.[1]).toContain(name);
+    }
+  });
+
+  it('publishes the api on host port 8080, one host port per replica, and checks GET /readyz', () => {
+    expect(publishesOnHost('api', 8080, 8080)).toBe(true);
+    const apiPort = publishedPorts('api').find((port) => port.target === 8080);
+    const hostPorts = apiPort ? apiPort.hostEnd - apiPort.hostStart + 1 : 0;
+    expect(hostPorts, 'replicas cannot share one host port').toBeGreaterThanOrEqual(replicasOf('api'));
+
+    const healthcheck = asRecord(service('api').healthcheck, 'api.healthcheck');
+    const test = Array.isArray(healthcheck.test) ? healthcheck.test.map(String) : [String(healthcheck.test)];
+    expect(['CMD', 'CMD-SHELL']).toContain(test[0]);
+    expect(test.join(' ')).toMatch(/:8080\/readyz\b/);
+  });
+
+  it('starts the api and the worker only after postgres is healthy and the namespace exists', () => {
+    for (const role of APP_ROLES) {
+      expect(dependenciesOf(role), role).toMatchObject({
+        postgres: 'service_healthy',
+        'temporal-create-namespace': 'service_completed_successfully',
+      });
+    }
+  });
+
+  it('only depends on services that exist', () => {
+    const dangling = Object.keys(services).flatMap((name) =>
+      Object.keys(dependenciesOf(name))
+        .filter((target) => !(target in services))
+        .map((target) => `${name} -> ${target}`),
+    );
+    expect(dangling).toEqual([]);
+  });
+
+  it('declares every named volume it mounts', () => {
+    const undeclared = Object.keys(services).flatMap((name) =>
+      ((service(name).volumes ?? []) as unknown[])
+        .map((volume) => (isRecord(volume) ? String(volume.source ?? '') : String(volume).split(':')[0] ?? ''))
+        .filter((source) => /^[A-Za-z0-9][\w.-]*$/.test(source) && !(source in topLevelVolumes))
+        .map((source) => `${name}: ${source}`),
+    );
+    expect(undeclared).toEqual([]);
+  });
+
+  it.skipIf(!existsSync(readmeUrl))('documents in README.md every variable of the app environment', () => {
+    const readme = readFileSync(readmeUrl, 'utf8');
+    const variables = new Set<string>();
+    for (const role of APP_ROLES) {
+      for (const [key, value] of Object.entries(environmentOf(role))) {
+        variables.add(key);
+        for (const name of interpolatedVariables(value)) variables.add(name);
+      }
+    }
+    const undocumented = [...variables].filter((name) => !new RegExp(`\\b${name}\\b`).test(readme));
+    expect(undocumented).toEqual([]);
+  });
+});
+
+describe('Dockerfile', () => {
+  const instructions = dockerfileInstructions(readFileSync(dockerfileUrl, 'utf8'));
+  const indexOf = (predicate: (instruction: { keyword: string; args: string }) => boolean) =>
+    instructions.findIndex(predicate);
+
+  it('builds on node:20-bookworm-slim', () => {
+    const from = instructions.filter((instruction) => instruction.keyword === 'FROM');
+    expect(from.at(-1)?.args).toMatch(/^node:20(\.\d+)*-bookworm-slim\b/);
+  });
+
+  it('installs the production dependencies with npm ci from the copied lockfile', () => {
+    const copyLockfile = indexOf((i) => i.keyword === 'COPY' && i.args.includes('package-lock.json'));
+    const npmCi = indexOf((i) => i.keyword === 'RUN' && /\bnpm ci\b/.test(i.args));
+    expect(copyLockfile).toBeGreaterThanOrEqual(0);
+    expect(npmCi).toBeGreaterThan(copyLockfile);
+    expect(instructions[npmCi]?.args).toContain('--omit=dev');
+  });
+
+  it('copies the sources the runtime needs and bundles the workflows at build time', () => {
+    const copied = instructions
+      .filter((instruction) => instruction.keyword === 'COPY')
+      .map((instruction) => instruction.args)
+      .join(' ');
+    for (const path of ['src', 'workflows', 'activities', 'drizzle', 'scripts', 'tsconfig.json']) {
+      expect(copied).toMatch(new RegExp(`(^|\\s)(\\./)?${path.replace('.', '\\.')}(/|\\s|$)`));
+    }
+    const lastSourceCopy = instructions.reduce(
+      (last, instruction, index) => (instruction.keyword === 'COPY' && /\bworkflows\b/.test(instruction.args) ? index : last),
+      -1,
+    );
+    const bundle = indexOf((i) => i.keyword === 'RUN' && i.args.includes('npm run build:workflows'));
+    expect(bundle).toBeGreaterThan(lastSourceCopy);
+  });
+
+  it('runs as a non-root user', () => {
+    const users = instructions.filter((instruction) => instruction.keyword === 'USER');
+    const user = users.at(-1)?.args.split(':')[0];
+    expect(user).toBeDefined();
+    expect(['root', '0']).not.toContain(user);
+  });
+
+  it('runs in production mode, exposes 8080 and starts the api by default', () => {
+    expect(instructions.some((i) => i.keyword === 'ENV' && /\bNODE_ENV[= ]production\b/.test(i.args))).toBe(true);
+    expect(instructions.some((i) => i.keyword === 'EXPOSE' && i.args.split(/\s+/).includes('8080'))).toBe(true);
+    const cmd = instructions.filter((instruction) => instruction.keyword === 'CMD').at(-1);
+    expect(JSON.parse(cmd?.args ?? 'null')).toEqual(['npm', 'run', 'api']);
+  });
+});
+
+describe('.dockerignore', () => {
+  it('keeps dependencies, local data, tools, git metadata, build output, tests and secrets out of the context', () => {
+    const entries = readFileSync(dockerignoreUrl, 'utf8')
+      .split('\n')
+      .map((line) => line.trim())
+      .filter((line) => line !== '' && !line.startsWith('#'));
+    expect(entries).toEqual(
+      expect.arrayContaining(['node_modules', '.data', '.tools', '.git', 'dist', 'test', 'bench/results', '.env']),
+    );
+  });
+});

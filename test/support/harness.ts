@@ -1,0 +1,147 @@
+import { Client, Connection } from '@temporalio/client';
+import { randomUUID } from 'node:crypto';
+import { Writable } from 'node:stream';
+import { pino } from 'pino';
+import { inject } from 'vitest';
+import { createApp } from '../../src/app.ts';
+import type { DatabaseHandle } from '../../src/db/client.ts';
+import { createApiKey } from '../../src/db/queries/api-keys.ts';
+import { generateEncryptionKey, randomToken, SecretBox } from '../../src/secrets.ts';
+import { DeliveryScheduler } from '../../src/temporal/scheduler.ts';
+import { startDeliveryWorker, type DeliveryWorker } from '../../src/worker.ts';
+import { openTestDatabase } from './database.ts';
+
+export interface HarnessOptions {
+  /** Run a delivery worker on the harness's own task queue. */
+  worker?: boolean;
+  /** Delivery settings of that worker; private targets are allowed by default in tests. */
+  delivery?: { timeoutMs?: number; allowPrivateTargets?: boolean; caFile?: string };
+}
+
+/** A JSON response as the tests see it. */
+export interface TestResponse {
+  status: number;
+  headers: Headers;
+  body: any;
+  text: string;
+}
+
+/**
+ * The service assembled from real parts for one test file: a fresh database (Postgres or
+ * PGlite), the shared Temporal dev server, a task queue of its own, the Hono app, and
+ * optionally a worker. Log lines are kept in `logs` for scanning.
+ */
+export async function startHarness(options: HarnessOptions = {}) {
+  const database: DatabaseHandle = await openTestDatabase();
+  const connection = await Connection.connect({ address: inject('temporalAddress') });
+  const client = new Client({ connection });
+  const taskQueue = `test-${randomUUID()}`;
+  const scheduler = new DeliveryScheduler(client, taskQueue);
+  const secretBox = new SecretBox(generateEncryptionKey());
+  const producerToken = `ptk_${randomToken(32)}`;
+  const logs: string[] = [];
+  const logger = pino(
+    { level: 'debug', redact: { paths: ['secret', '*.secret', 'token', '*.token'], censor: '[redacted]' } },
+    new Writable({
+      write(chunk, _encoding, callback) {
+        logs.push(String(chunk));
+        callback();
+      },
+    }),
+  );
+  const deps = { db: database.db, temporal: client, scheduler, secretBox, producerToken, logger };
+  const app = createApp(deps);
+
+  let worker: DeliveryWorker | undefined;
+  if (options.worker) {
+    worker = await startDeliveryWorker({
+      address: inject('temporalAddress'),
+      namespace: 'default',
+      taskQueue,
+      db: database.db,
+      secretBox,
+      scheduler,
+      logger,
+      delivery: {
+        timeoutMs: options.delivery?.timeoutMs ?? 30_000,
+        allowPrivateTargets: options.delivery?.allowPrivateTargets ?? true,
+        caFile: options.delivery?.caFile,
+      },
+      workflowBundlePath: inject('workflowBundlePath'),
+      sweepIntervalMs: 0,
+    });
+  }
+
+  async function request(
+    method: string,
+    path: string,
+    init: { token?: string | undefined; body?: unknown; rawBody?: string; headers?: Record<string, string> } = {},
+  ): Promise<TestResponse> {
+    const headers: Record<string, string> = { ...init.headers };
+    if (init.token) headers.Authorization = `Bearer ${init.token}`;
+    let body: string | undefined = init.rawBody;
+    if (init.body !== undefined) {
+      body = JSON.stringify(init.body);
+      headers['Content-Type'] ??= 'application/json';
+    }
+    const response = await app.request(path, { method, headers, ...(body !== undefined ? { body } : {}) });
+    const text = await response.text();
+    let parsed: unknown;
+    try {
+      parsed = text ? JSON.parse(text) : undefined;
+    } catch {
+      parsed = undefined;
+    }
+    return { status: response.status, headers: response.headers, body: parsed, text };
+  }
+
+  return {
+    app,
+    db: database.db,
+    client,
+    scheduler,
+    secretBox,
+    producerToken,
+    taskQueue,
+    logs,
+    request,
+    /** Creates an API key straight in the database and returns its id and token. */
+    async createKey(projectId = `prj_${randomUUID().slice(0, 8)}`, services = ['webhooks']) {
+      const { key, token } = await createApiKey(database.db, { projectId, services });
+      return { id: key.id, projectId, token };
+    },
+    /** Publishes an event through the producers' door. */
+    publish(body: unknown) {
+      return request('POST', '/internal/v1/events', { token: producerToken, body });
+    },
+    async stop() {
+      await worker?.stop();
+      await connection.close();
+      await database.close();
+    },
+  };
+}
+
+export type Harness = Awaited<ReturnType<typeof startHarness>>;
+
+/** A valid `docauth.completed` data object. */
+export function docauthData(overrides: Record<string, unknown> = {}) {
+  return {
+    request_id: `req-${randomUUID()}`,
+    session_id: 'sess-1',
+    result: 'pass',
+    docauth_info: {
+      document_type: 'passport',
+      country_code: 'GBR',
+      first_name: 'Zoë',
+      last_name: 'Kowalski-Smith',
+      birth_date: '1990-04-01',
+      expiry_date: '2031-12-31',
+      document_number: 'X1234567',
+      current_result: 'Passed',
+    },
+    processed_at: '2026-11-22T10:00:00Z',
+    scores_applied: true,
+    ...overrides,
+  };
+}

@@ -1,0 +1,115 @@
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer, type Server } from 'node:https';
+import type { IncomingHttpHeaders } from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+
+/** A self-signed certificate for 127.0.0.1 and localhost, made with openssl. */
+export function makeSelfSignedCertificate(): { key: string; cert: string; certFile: string; cleanup(): void } {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'receiver-cert-'));
+  const keyFile = path.join(dir, 'key.pem');
+  const certFile = path.join(dir, 'cert.pem');
+  execFileSync(
+    'openssl',
+    [
+      'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes',
+      '-keyout', keyFile, '-out', certFile, '-days', '1', '-subj', '/CN=localhost',
+      '-addext', 'subjectAltName=IP:127.0.0.1,DNS:localhost',
+    ],
+    { stdio: 'ignore' },
+  );
+  return {
+    key: readFileSync(keyFile, 'utf8'),
+    cert: readFileSync(certFile, 'utf8'),
+    certFile,
+    cleanup: () => rmSync(dir, { recursive: true, force: true }),
+  };
+}
+
+/** One request the receiver got, with its body exactly as the bytes arrived. */
+export interface ReceivedRequest {
+  method: string;
+  path: string;
+  headers: IncomingHttpHeaders;
+  rawBody: Buffer;
+  receivedAt: number;
+}
+
+/** What to do with a request: answer with a status (and optional headers), or never answer. */
+export type ReceiverBehaviour = (request: ReceivedRequest, index: number) => { status: number; headers?: Record<string, string> } | 'hang';
+
+/** A real HTTPS receiver on 127.0.0.1 with a self-signed certificate. */
+export interface HttpsReceiver {
+  readonly url: string;
+  readonly certFile: string;
+  readonly requests: ReceivedRequest[];
+  behave(behaviour: ReceiverBehaviour): void;
+  /** Resolves once `count` requests have arrived. */
+  waitForRequests(count: number, timeoutMs?: number): Promise<ReceivedRequest[]>;
+  close(): Promise<void>;
+}
+
+export async function startHttpsReceiver(): Promise<HttpsReceiver> {
+  const certificate = makeSelfSignedCertificate();
+  const requests: ReceivedRequest[] = [];
+  const waiters: { count: number; resolve: () => void }[] = [];
+  let behaviour: ReceiverBehaviour = () => ({ status: 200 });
+  const hanging = new Set<import('node:http').ServerResponse>();
+
+  const server: Server = createServer({ key: certificate.key, cert: certificate.cert }, (req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => {
+      const request: ReceivedRequest = {
+        method: req.method ?? '',
+        path: req.url ?? '',
+        headers: req.headers,
+        rawBody: Buffer.concat(chunks),
+        receivedAt: Date.now(),
+      };
+      requests.push(request);
+      for (const waiter of waiters.filter((w) => requests.length >= w.count)) waiter.resolve();
+      const answer = behaviour(request, requests.length - 1);
+      if (answer === 'hang') {
+        hanging.add(res);
+        return;
+      }
+      res.writeHead(answer.status, answer.headers).end('ok');
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.address();
+  const port = typeof address === 'object' && address ? address.port : 0;
+
+  return {
+    url: `https://127.0.0.1:${port}/hooks`,
+    certFile: certificate.certFile,
+    requests,
+    behave(next) {
+      behaviour = next;
+    },
+    waitForRequests(count, timeoutMs = 30_000) {
+      if (requests.length >= count) return Promise.resolve(requests.slice());
+      return new Promise((resolve, reject) => {
+        const timer = setTimeout(
+          () => reject(new Error(`expected ${count} requests, got ${requests.length} within ${timeoutMs} ms`)),
+          timeoutMs,
+        );
+        waiters.push({
+          count,
+          resolve: () => {
+            clearTimeout(timer);
+            resolve(requests.slice());
+          },
+        });
+      });
+    },
+    async close() {
+      for (const res of hanging) res.destroy();
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+      certificate.cleanup();
+    },
+  };
+}
