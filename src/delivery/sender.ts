@@ -1,6 +1,7 @@
 import { Agent, request } from 'node:https';
 import { lookup as dnsLookup, type LookupAddress, type LookupOptions } from 'node:dns';
 import { isIP, type LookupFunction } from 'node:net';
+import { rootCertificates } from 'node:tls';
 import { STATUS_CODES } from 'node:http';
 import { isPublicAddress } from './address-policy.ts';
 import type { AttemptOutcome } from '../db/queries/deliveries.ts';
@@ -36,7 +37,7 @@ export interface SenderOptions {
   timeoutMs: number;
   /** Allow loopback and private targets (development and tests only). */
   allowPrivateTargets: boolean;
-  /** Extra trusted certificate authorities (PEM). */
+  /** Extra trusted certificate authorities (PEM), trusted besides the system's. */
   ca?: string | Buffer | undefined;
   /** Name resolution; defaults to the system resolver. Tests map names here without DNS. */
   lookup?: LookupFunction | undefined;
@@ -89,7 +90,8 @@ export function createSender(options: SenderOptions): Sender {
   const agent = new Agent({
     keepAlive: true,
     maxSockets: options.maxSocketsPerHost ?? 50,
-    ca: options.ca,
+    // `ca` replaces Node's trust store, so the extra authorities are added to the default ones.
+    ...(options.ca ? { ca: [...rootCertificates, options.ca.toString()] } : {}),
     lookup: options.allowPrivateTargets ? resolve : publicOnlyLookup(resolve),
   });
 

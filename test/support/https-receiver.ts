@@ -37,13 +37,18 @@ export interface ReceivedRequest {
 }
 
 /** What to do with a request: answer with a status (and optional headers), or never answer. */
-export type ReceiverBehaviour = (request: ReceivedRequest, index: number) => { status: number; headers?: Record<string, string> } | 'hang';
+export type ReceiverBehaviour = (
+  request: ReceivedRequest,
+  index: number,
+) => { status: number; headers?: Record<string, string>; body?: string | Buffer } | 'hang';
 
 /** A real HTTPS receiver on 127.0.0.1 with a self-signed certificate. */
 export interface HttpsReceiver {
   readonly url: string;
   readonly certFile: string;
   readonly requests: ReceivedRequest[];
+  /** TLS connections accepted so far (keep-alive reuse keeps this low). */
+  readonly connectionCount: number;
   behave(behaviour: ReceiverBehaviour): void;
   /** Resolves once `count` requests have arrived. */
   waitForRequests(count: number, timeoutMs?: number): Promise<ReceivedRequest[]>;
@@ -75,8 +80,12 @@ export async function startHttpsReceiver(): Promise<HttpsReceiver> {
         hanging.add(res);
         return;
       }
-      res.writeHead(answer.status, answer.headers).end('ok');
+      res.writeHead(answer.status, answer.headers).end(answer.body ?? 'ok');
     });
+  });
+  let connectionCount = 0;
+  server.on('secureConnection', () => {
+    connectionCount += 1;
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const address = server.address();
@@ -86,6 +95,9 @@ export async function startHttpsReceiver(): Promise<HttpsReceiver> {
     url: `https://127.0.0.1:${port}/hooks`,
     certFile: certificate.certFile,
     requests,
+    get connectionCount() {
+      return connectionCount;
+    },
     behave(next) {
       behaviour = next;
     },

@@ -86,13 +86,14 @@ export async function recordEvent(db: Database, input: NewEvent): Promise<Record
   });
 }
 
+/** The deliveries of an event in webhook order, the order `recordEvent` creates them in. */
 async function deliveriesOf(db: Database, eventId: string): Promise<DeliveryTarget[]> {
   return db
     .select({ deliveryId: deliveries.id, webhookId: webhooks.id, url: webhooks.url })
     .from(deliveries)
     .innerJoin(webhooks, eq(webhooks.id, deliveries.webhookId))
     .where(eq(deliveries.eventId, eventId))
-    .orderBy(asc(deliveries.id));
+    .orderBy(asc(webhooks.id));
 }
 
 /** Records that every delivery workflow of the event has been started. */
