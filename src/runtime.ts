@@ -11,6 +11,7 @@ import { startEmbeddedPostgres } from './db/embedded.ts';
 import { generateEncryptionKey, randomToken, SecretBox } from './secrets.ts';
 import { startDevServer } from './temporal/dev-server.ts';
 import { DeliveryScheduler } from './temporal/scheduler.ts';
+import { installTemporalRuntime } from './temporal/runtime.ts';
 import { ensureSearchAttributes } from './temporal/search-attributes.ts';
 import { startDeliveryWorker } from './worker.ts';
 
@@ -143,6 +144,7 @@ export async function startService(config: Config, role: Role, logger: Logger): 
 
     let workerDone: Promise<void> | undefined;
     if (role === 'all' || role === 'worker') {
+      installTemporalRuntime(logger);
       const added = await ensureSearchAttributes(connection, config.temporal.namespace);
       if (added.length > 0) logger.info({ added }, 'registered search attributes');
       const worker = await startDeliveryWorker({

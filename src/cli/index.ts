@@ -1,5 +1,6 @@
 #!/usr/bin/env -S npx tsx
 import { ConfigError, loadConfig } from '../config.ts';
+import { eventsCommand } from './events.ts';
 import { keysCommand } from './keys.ts';
 import { CliError } from './output.ts';
 
@@ -10,10 +11,13 @@ usage: npm run cli -- <command> [options]
 commands:
   keys create --project <id> --services webhooks[,...] [--json]   create an API key (token shown once)
   keys list [--project <id>] [--json]                              list API keys
-  keys revoke <key id>                                             revoke an API key`;
+  keys revoke <key id>                                             revoke an API key
+  events publish --project <id> --data-file <file> [--id <key>] [--json]
+                                                                   publish a docauth.completed event`;
 
 const commands: Record<string, (config: ReturnType<typeof loadConfig>, args: string[]) => Promise<void>> = {
   keys: keysCommand,
+  events: eventsCommand,
 };
 
 async function main(argv: string[]): Promise<void> {

@@ -1,0 +1,23 @@
+import { Runtime, type LogLevel, type LogMetadata } from '@temporalio/worker';
+import type { Logger } from 'pino';
+
+const PINO_LEVEL = { TRACE: 'trace', DEBUG: 'debug', INFO: 'info', WARN: 'warn', ERROR: 'error' } as const;
+
+/**
+ * Installs the Temporal SDK runtime of this process with its log lines sent to `logger`
+ * (structured JSON like every other line). Must run before the first worker connection.
+ */
+export function installTemporalRuntime(logger: Logger): void {
+  const sdk = logger.child({ component: 'temporal-sdk' });
+  const log = (level: LogLevel, message: string, meta?: LogMetadata) => sdk[PINO_LEVEL[level]](meta ?? {}, message);
+  Runtime.install({
+    logger: {
+      log,
+      trace: (message, meta) => log('TRACE', message, meta),
+      debug: (message, meta) => log('DEBUG', message, meta),
+      info: (message, meta) => log('INFO', message, meta),
+      warn: (message, meta) => log('WARN', message, meta),
+      error: (message, meta) => log('ERROR', message, meta),
+    },
+  });
+}
