@@ -10,6 +10,7 @@ import {
 } from '../src/db/queries/deliveries.ts';
 import { buildNotificationBody, buildNotificationHeaders } from '../src/delivery/notification.ts';
 import type { Sender } from '../src/delivery/sender.ts';
+import { attemptOutcomeLabel, type Metrics } from '../src/metrics.ts';
 import type { SecretBox } from '../src/secrets.ts';
 import { NON_RETRYABLE } from '../workflows/failure-types.ts';
 
@@ -19,6 +20,7 @@ export interface ActivityDeps {
   secretBox: SecretBox;
   sender: Sender;
   logger: Logger;
+  metrics: Metrics;
 }
 
 /** When the next automatic attempt is due, from the activity's own retry policy. */
@@ -34,7 +36,7 @@ function nextAttemptStatus(finishedAt: Date): AttemptResult['nextStatus'] {
 }
 
 /** Creates the activities with their dependencies (the dependency-injection pattern). */
-export function createActivities({ db, secretBox, sender, logger }: ActivityDeps) {
+export function createActivities({ db, secretBox, sender, logger, metrics }: ActivityDeps) {
   return {
     /**
      * One signed send of a delivery, recorded as an attempt. Resolves `delivered` on a 2xx
@@ -89,9 +91,14 @@ export function createActivities({ db, secretBox, sender, logger }: ActivityDeps
         nextStatus: nextAttemptStatus(finishedAt),
       };
       await finishAttempt(db, result);
+      const outcome = attemptOutcomeLabel(sent.outcome, sent.statusCode);
+      metrics.attempts.inc({ outcome });
+      metrics.attemptDuration.observe({ outcome }, sent.durationMs / 1000);
       const log = { deliveryId, webhookId: webhook.id, attempt: attempt.attemptNumber, outcome: sent.outcome, statusCode: sent.statusCode, durationMs: sent.durationMs };
       if (sent.outcome === 'succeeded') {
         logger.info(log, 'delivery attempt succeeded');
+        metrics.deliveriesFinished.inc({ status: 'delivered' });
+        metrics.publishToDelivered.observe((finishedAt.getTime() - event.createdAt.getTime()) / 1000);
         return 'delivered';
       }
       logger.warn({ ...log, error: sent.error, next: result.nextStatus.status }, 'delivery attempt failed');
@@ -105,6 +112,8 @@ export function createActivities({ db, secretBox, sender, logger }: ActivityDeps
     /** Ends a round in `dead_letter` (idempotent). */
     async markDeadLetter(deliveryId: string, reason?: string): Promise<void> {
       await markDeadLetter(db, deliveryId, reason);
+      metrics.deliveriesFinished.inc({ status: 'dead_letter' });
+      logger.warn({ deliveryId, reason }, 'delivery dead-lettered');
     },
   };
 }

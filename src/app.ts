@@ -3,6 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { bodyLimit } from 'hono/body-limit';
 import { HTTPException } from 'hono/http-exception';
 import type { Context } from 'hono';
+import { routePath } from 'hono/route';
 import { requireApiKey } from './api/auth.ts';
 import type { AppDeps, AppEnv } from './api/env.ts';
 import { ApiError, errorBody } from './api/errors.ts';
@@ -11,6 +12,7 @@ import { deliveriesRouter } from './api/routes/deliveries.ts';
 import { eventsRouter } from './api/routes/events.ts';
 import { healthRouter } from './api/routes/health.ts';
 import { webhooksRouter } from './api/routes/webhooks.ts';
+import { renderMetrics } from './metrics.ts';
 
 /** Base path of the v2 management API (spec 4). */
 export const V2_BASE = '/api-gateway/v2';
@@ -53,7 +55,14 @@ export function createApp(deps: AppDeps) {
     c.set('deps', deps);
     c.set('logger', deps.logger.child({ requestId }));
     c.header('X-Request-Id', requestId);
-    await next();
+    const started = performance.now();
+    try {
+      await next();
+    } finally {
+      const labels = { method: c.req.method, route: c.res.status === 404 ? 'unmatched' : routePath(c), status: String(c.res.status) };
+      deps.metrics.httpRequests.inc(labels);
+      deps.metrics.httpDuration.observe(labels, (performance.now() - started) / 1000);
+    }
   });
 
   app.use(
@@ -75,6 +84,11 @@ export function createApp(deps: AppDeps) {
   });
 
   app.route('/', healthRouter);
+  app.get('/metrics', async (c) =>
+    c.text(await renderMetrics(deps.metrics, deps.sdkMetricsUrl), 200, {
+      'Content-Type': deps.metrics.registry.contentType,
+    }),
+  );
 
   const v2 = new OpenAPIHono<AppEnv>();
   v2.use('/webhooks', requireApiKey);

@@ -35,6 +35,8 @@ const environmentSchema = z.object({
   TEMPORAL_PORT: port.default(7233),
   TEMPORAL_UI_PORT: port.default(8233),
   TEMPORAL_CLI_PATH: optionalString,
+  METRICS_PORT: port.default(9464),
+  TEMPORAL_SDK_METRICS_PORT: port.default(9465),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   SECRET_ENCRYPTION_KEY: optionalString.pipe(
     z
@@ -80,6 +82,12 @@ function toConfig(env: z.infer<typeof environmentSchema>) {
       uiPort: env.TEMPORAL_UI_PORT,
       cliPath: env.TEMPORAL_CLI_PATH,
       workflowBundlePath: path.resolve(env.WORKFLOW_BUNDLE_PATH),
+    },
+    metrics: {
+      /** Port of the worker role's own /metrics server (the API serves /metrics itself). */
+      port: env.METRICS_PORT,
+      /** Loopback port of the Temporal SDK's Prometheus exporter, merged into /metrics. */
+      sdkPort: env.TEMPORAL_SDK_METRICS_PORT,
     },
     logLevel: env.LOG_LEVEL,
     secretEncryptionKey: env.SECRET_ENCRYPTION_KEY,

@@ -1,4 +1,4 @@
-import { pino, type Logger } from 'pino';
+import { pino, type DestinationStream, type Logger } from 'pino';
 
 /** Field paths that must never reach a log line, wherever they appear. */
 const REDACTED_PATHS = [
@@ -16,12 +16,20 @@ const REDACTED_PATHS = [
   '*.payload',
 ];
 
-/** Structured JSON logs on stdout; secrets, tokens, custom headers and event data are redacted. */
-export function createLogger(level: string, base: Record<string, unknown> = {}): Logger {
-  return pino({
+/**
+ * Structured JSON logs, on stdout unless another destination is given; secrets, tokens,
+ * custom headers and event data are redacted wherever they appear as fields.
+ */
+export function createLogger(
+  level: string,
+  base: Record<string, unknown> = {},
+  destination?: DestinationStream,
+): Logger {
+  const options = {
     level,
     base: { service: 'webhooks', ...base },
     timestamp: pino.stdTimeFunctions.isoTime,
     redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
-  });
+  };
+  return destination ? pino(options, destination) : pino(options);
 }

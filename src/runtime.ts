@@ -3,11 +3,13 @@ import { Client, Connection } from '@temporalio/client';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from 'pino';
+import { createServer } from 'node:http';
 import { createApp } from './app.ts';
 import type { Config } from './config.ts';
 import { ConfigError } from './config.ts';
 import { openDatabase, type DatabaseHandle } from './db/client.ts';
 import { startEmbeddedPostgres } from './db/embedded.ts';
+import { createMetrics, renderMetrics } from './metrics.ts';
 import { generateEncryptionKey, randomToken, SecretBox } from './secrets.ts';
 import { startDevServer } from './temporal/dev-server.ts';
 import { DeliveryScheduler } from './temporal/scheduler.ts';
@@ -142,9 +144,13 @@ export async function startService(config: Config, role: Role, logger: Logger): 
     const client = new Client({ connection, namespace: config.temporal.namespace });
     const scheduler = new DeliveryScheduler(client, config.temporal.taskQueue);
 
+    const metrics = createMetrics();
+    let sdkMetricsUrl: string | undefined;
     let workerDone: Promise<void> | undefined;
     if (role === 'all' || role === 'worker') {
-      installTemporalRuntime(logger);
+      const sdkMetricsAddress = `127.0.0.1:${config.metrics.sdkPort}`;
+      installTemporalRuntime(logger, sdkMetricsAddress);
+      sdkMetricsUrl = `http://${sdkMetricsAddress}/metrics`;
       const added = await ensureSearchAttributes(connection, config.temporal.namespace);
       if (added.length > 0) logger.info({ added }, 'registered search attributes');
       const worker = await startDeliveryWorker({
@@ -155,11 +161,24 @@ export async function startService(config: Config, role: Role, logger: Logger): 
         secretBox,
         scheduler,
         logger,
+        metrics,
         delivery: config.delivery,
         workflowBundlePath: config.temporal.workflowBundlePath,
       });
       closer.add('worker', () => worker.stop());
       workerDone = worker.done;
+    }
+    if (role === 'worker') {
+      // The worker role has no API: it serves its metrics on a port of its own.
+      const metricsServer = createServer((req, res) => {
+        if (req.url !== '/metrics') return void res.writeHead(404).end();
+        void renderMetrics(metrics, sdkMetricsUrl).then((text) =>
+          res.writeHead(200, { 'Content-Type': metrics.registry.contentType }).end(text),
+        );
+      });
+      await new Promise<void>((resolve) => metricsServer.listen(config.metrics.port, config.http.host, resolve));
+      closer.add('metrics server', () => new Promise((resolve) => metricsServer.close(resolve)));
+      logger.info({ port: config.metrics.port }, 'worker metrics served on /metrics');
     }
 
     let apiUrl: string | undefined;
@@ -171,6 +190,8 @@ export async function startService(config: Config, role: Role, logger: Logger): 
         secretBox,
         producerToken: producerToken.value,
         logger,
+        metrics,
+        sdkMetricsUrl,
       });
       const server: ServerType = await new Promise((resolve, reject) => {
         const started = serve(

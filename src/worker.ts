@@ -8,6 +8,7 @@ import type { Database } from './db/client.ts';
 import { listUndispatchedEvents } from './db/queries/events.ts';
 import { createSender, type Sender } from './delivery/sender.ts';
 import { dispatchEvent } from './events/publish.ts';
+import type { Metrics } from './metrics.ts';
 import type { SecretBox } from './secrets.ts';
 import type { DeliveryScheduler } from './temporal/scheduler.ts';
 
@@ -22,6 +23,7 @@ export interface DeliveryWorkerOptions {
   secretBox: SecretBox;
   scheduler: DeliveryScheduler;
   logger: Logger;
+  metrics: Metrics;
   delivery: { timeoutMs: number; allowPrivateTargets: boolean; caFile?: string | undefined };
   /** A bundle made by `npm run build:workflows`; used when the file exists. */
   workflowBundlePath?: string | undefined;
@@ -69,6 +71,7 @@ export async function startDeliveryWorker(options: DeliveryWorkerOptions): Promi
       secretBox: options.secretBox,
       sender,
       logger: options.logger.child({ component: 'activity' }),
+      metrics: options.metrics,
     }),
     shutdownGraceTime: '35s',
   });

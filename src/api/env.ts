@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import type { Database } from '../db/client.ts';
 import type { ApiKeyRow } from '../db/schema.ts';
 import type { DeliveryScheduler } from '../temporal/scheduler.ts';
+import type { Metrics } from '../metrics.ts';
 import type { SecretBox } from '../secrets.ts';
 
 /** What the API needs from the rest of the service. */
@@ -14,6 +15,9 @@ export interface AppDeps {
   /** Token the producer door (`/internal/v1/events`) accepts. */
   producerToken: string;
   logger: Logger;
+  metrics: Metrics;
+  /** The Temporal SDK's Prometheus exporter, when this process runs a worker. */
+  sdkMetricsUrl?: string | undefined;
 }
 
 /** Hono environment shared by every router. */

@@ -4,10 +4,11 @@ import type { Logger } from 'pino';
 const PINO_LEVEL = { TRACE: 'trace', DEBUG: 'debug', INFO: 'info', WARN: 'warn', ERROR: 'error' } as const;
 
 /**
- * Installs the Temporal SDK runtime of this process with its log lines sent to `logger`
- * (structured JSON like every other line). Must run before the first worker connection.
+ * Installs the Temporal SDK runtime of this process: its log lines go to `logger`
+ * (structured JSON like every other line) and its metrics to a Prometheus exporter on
+ * `prometheusBindAddress`. Must run before the first worker connection.
  */
-export function installTemporalRuntime(logger: Logger): void {
+export function installTemporalRuntime(logger: Logger, prometheusBindAddress: string): void {
   const sdk = logger.child({ component: 'temporal-sdk' });
   const log = (level: LogLevel, message: string, meta?: LogMetadata) => sdk[PINO_LEVEL[level]](meta ?? {}, message);
   Runtime.install({
@@ -18,6 +19,9 @@ export function installTemporalRuntime(logger: Logger): void {
       info: (message, meta) => log('INFO', message, meta),
       warn: (message, meta) => log('WARN', message, meta),
       error: (message, meta) => log('ERROR', message, meta),
+    },
+    telemetryOptions: {
+      metrics: { prometheus: { bindAddress: prometheusBindAddress, countersTotalSuffix: true, useSecondsForDurations: true } },
     },
   });
 }

@@ -1,11 +1,12 @@
 import { Client, Connection } from '@temporalio/client';
 import { randomUUID } from 'node:crypto';
 import { Writable } from 'node:stream';
-import { pino } from 'pino';
 import { inject } from 'vitest';
 import { createApp } from '../../src/app.ts';
 import type { DatabaseHandle } from '../../src/db/client.ts';
 import { createApiKey } from '../../src/db/queries/api-keys.ts';
+import { createLogger } from '../../src/logger.ts';
+import { createMetrics } from '../../src/metrics.ts';
 import { generateEncryptionKey, randomToken, SecretBox } from '../../src/secrets.ts';
 import { DeliveryScheduler } from '../../src/temporal/scheduler.ts';
 import { startDeliveryWorker, type DeliveryWorker } from '../../src/worker.ts';
@@ -40,8 +41,9 @@ export async function startHarness(options: HarnessOptions = {}) {
   const secretBox = new SecretBox(generateEncryptionKey());
   const producerToken = `ptk_${randomToken(32)}`;
   const logs: string[] = [];
-  const logger = pino(
-    { level: 'debug', redact: { paths: ['secret', '*.secret', 'token', '*.token'], censor: '[redacted]' } },
+  const logger = createLogger(
+    'debug',
+    {},
     new Writable({
       write(chunk, _encoding, callback) {
         logs.push(String(chunk));
@@ -49,7 +51,8 @@ export async function startHarness(options: HarnessOptions = {}) {
       },
     }),
   );
-  const deps = { db: database.db, temporal: client, scheduler, secretBox, producerToken, logger };
+  const metrics = createMetrics();
+  const deps = { db: database.db, temporal: client, scheduler, secretBox, producerToken, logger, metrics };
   const app = createApp(deps);
 
   let worker: DeliveryWorker | undefined;
@@ -62,6 +65,7 @@ export async function startHarness(options: HarnessOptions = {}) {
       secretBox,
       scheduler,
       logger,
+      metrics,
       delivery: {
         timeoutMs: options.delivery?.timeoutMs ?? 30_000,
         allowPrivateTargets: options.delivery?.allowPrivateTargets ?? true,
@@ -104,6 +108,7 @@ export async function startHarness(options: HarnessOptions = {}) {
     producerToken,
     taskQueue,
     logs,
+    metrics,
     request,
     /** Creates an API key straight in the database and returns its id and token. */
     async createKey(projectId = `prj_${randomUUID().slice(0, 8)}`, services = ['webhooks']) {

@@ -27,6 +27,7 @@ eventsRouter.openapi(
   }),
   async (c) => {
     const published = await publishEvent(c.var.deps, c.req.valid('json'));
+    if (published.created) c.var.deps.metrics.eventsAccepted.inc();
     c.var.logger.info(
       { eventId: published.eventId, deliveries: published.deliveryIds.length, created: published.created },
       'event accepted',

@@ -1,0 +1,67 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { docauthData, startHarness, type Harness } from './support/harness.ts';
+import { startHttpsReceiver, type HttpsReceiver } from './support/https-receiver.ts';
+import { createWebhookFor, waitForDelivery } from './delivery/support.ts';
+
+let h: Harness;
+let receiver: HttpsReceiver;
+let secret: string;
+let token: string;
+let webhookId: string;
+let deliveryId: string;
+const data = docauthData();
+
+beforeAll(async () => {
+  receiver = await startHttpsReceiver();
+  h = await startHarness({ worker: true, delivery: { caFile: receiver.certFile } });
+  let calls = 0;
+  receiver.behave(() => ({ status: ++calls === 1 ? 500 : 200 }));
+  const created = await createWebhookFor(h, receiver.url);
+  ({ secret, webhookId } = created);
+  token = created.key.token;
+  const published = await h.publish({ project_id: created.key.projectId, event: 'docauth.completed', data });
+  deliveryId = published.body.data.delivery_ids[0];
+  await waitForDelivery(h, token, webhookId, deliveryId, (d) => d.status === 'delivered');
+  await h.request('POST', `/api-gateway/v2/webhooks/${webhookId}/rotate-secret`, { token });
+});
+afterAll(async () => {
+  await h?.stop();
+  await receiver?.close();
+});
+
+describe('GET /metrics', () => {
+  it('exposes delivery, attempt and API metrics in Prometheus text with bounded labels', async () => {
+    const response = await h.request('GET', '/metrics');
+    expect(response.status).toBe(200);
+    expect(response.headers.get('Content-Type')).toMatch(/^text\/plain; version=0\.0\.4/);
+    const text = response.text;
+    expect(text).toContain('webhook_events_accepted_total 1');
+    expect(text).toContain('webhook_delivery_attempts_total{outcome="5xx"} 1');
+    expect(text).toContain('webhook_delivery_attempts_total{outcome="2xx"} 1');
+    expect(text).toContain('webhook_deliveries_finished_total{status="delivered"} 1');
+    expect(text).toMatch(/webhook_delivery_attempt_duration_seconds_count\{outcome="2xx"\} 1/);
+    expect(text).toMatch(/webhook_publish_to_delivered_seconds_count 1/);
+    expect(text).toMatch(/http_requests_total\{method="POST",route="\/api-gateway\/v2\/webhooks",status="201"\} 1/);
+    expect(text).toMatch(/http_requests_total\{method="GET",route="\/api-gateway\/v2\/webhooks\/:id\/deliveries\/:delivery_id",status="200"\} \d+/);
+    expect(text).toMatch(/http_request_duration_seconds_bucket\{le="0.1",method="POST",route="\/internal\/v1\/events",status="202"\} 1/);
+    expect(text).toContain('process_resident_memory_bytes');
+    for (const id of [webhookId, deliveryId, data.request_id]) expect(text).not.toContain(id);
+    for (const line of text.split('\n').filter((l) => l && !l.startsWith('#'))) {
+      expect(line).toMatch(/^[a-zA-Z_:][a-zA-Z0-9_:]*(\{[^}]*\})? [-+0-9.eE]+|NaN|[+-]Inf$/);
+    }
+  });
+});
+
+describe('logs', () => {
+  it('are JSON lines carrying request, webhook and delivery ids, and never a secret, token or event data', () => {
+    const entries = h.logs.map((line) => JSON.parse(line) as Record<string, unknown>);
+    expect(entries.length).toBeGreaterThan(0);
+    expect(entries.some((e) => typeof e.requestId === 'string' && e.webhookId === webhookId)).toBe(true);
+    expect(entries.some((e) => e.deliveryId === deliveryId && e.msg === 'delivery attempt succeeded')).toBe(true);
+    expect(entries.some((e) => e.deliveryId === deliveryId && e.msg === 'delivery attempt failed' && e.statusCode === 500)).toBe(true);
+    const all = h.logs.join('\n');
+    for (const forbidden of [secret, token, h.producerToken, data.request_id, ...Object.values(data.docauth_info)]) {
+      expect(all).not.toContain(forbidden);
+    }
+  });
+});
