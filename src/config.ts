@@ -53,6 +53,8 @@ const environmentSchema = z.object({
   DELIVERY_TIMEOUT_MS: z.coerce.number().int().min(100).max(120_000).default(30_000),
   DELIVERY_ALLOW_PRIVATE_TARGETS: booleanFromString.default(false),
   DELIVERY_CA_FILE: optionalString,
+  WEBHOOKS_API_URL: optionalString.pipe(z.url({ message: 'must be an http(s) URL' }).optional()),
+  WEBHOOKS_API_TOKEN: optionalString,
   WORKFLOW_BUNDLE_PATH: z.string().min(1).default('dist/workflow-bundle.js'),
 });
 
@@ -88,6 +90,12 @@ function toConfig(env: z.infer<typeof environmentSchema>) {
       port: env.METRICS_PORT,
       /** Loopback port of the Temporal SDK's Prometheus exporter, merged into /metrics. */
       sdkPort: env.TEMPORAL_SDK_METRICS_PORT,
+    },
+    cli: {
+      /** Base URL of the service the CLI talks to. */
+      apiUrl: env.WEBHOOKS_API_URL ?? `http://127.0.0.1:${env.PORT}`,
+      /** API token the CLI authenticates with (`--token` overrides it). */
+      apiToken: env.WEBHOOKS_API_TOKEN,
     },
     logLevel: env.LOG_LEVEL,
     secretEncryptionKey: env.SECRET_ENCRYPTION_KEY,

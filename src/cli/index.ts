@@ -2,22 +2,32 @@
 import { ConfigError, loadConfig } from '../config.ts';
 import { eventsCommand } from './events.ts';
 import { keysCommand } from './keys.ts';
+import { listenCommand } from './listen.ts';
+import { deliveriesCommand, webhooksCommand } from './resources.ts';
 import { CliError } from './output.ts';
 
-const USAGE = `webhooks CLI
+const USAGE = `webhooks CLI — usage: npm run cli -- <command> [options]
 
-usage: npm run cli -- <command> [options]
+admin (direct database access; embedded mode needs \`npm start\` running, else DATABASE_URL):
+  keys create --project <id> --services webhooks[,...] [--name <text>]   create an API key (token shown once)
+  keys list [--project <id>]                                             list API keys
+  keys revoke <key id>                                                   revoke an API key
+  events publish --project <id> --data-file <file> [--id <key>]          publish a docauth.completed event
 
-commands:
-  keys create --project <id> --services webhooks[,...] [--json]   create an API key (token shown once)
-  keys list [--project <id>] [--json]                              list API keys
-  keys revoke <key id>                                             revoke an API key
-  events publish --project <id> --data-file <file> [--id <key>] [--json]
-                                                                   publish a docauth.completed event`;
+API (over HTTP; --token or WEBHOOKS_API_TOKEN, --api-url or WEBHOOKS_API_URL):
+  webhooks list|create|get|update|delete|rotate-secret                    manage webhooks
+  deliveries list|get|attempts|retry                                      inspect and retry deliveries
+  listen [--create-webhook] [--secret <whsec_…>] [--port 4443]           local HTTPS receiver printing deliveries
+
+every command takes --json for one JSON value on stdout; errors are one line on stderr, exit 1.
+run a command without arguments for its own usage.`;
 
 const commands: Record<string, (config: ReturnType<typeof loadConfig>, args: string[]) => Promise<void>> = {
   keys: keysCommand,
   events: eventsCommand,
+  webhooks: webhooksCommand,
+  deliveries: deliveriesCommand,
+  listen: listenCommand,
 };
 
 async function main(argv: string[]): Promise<void> {

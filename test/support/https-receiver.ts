@@ -1,30 +1,14 @@
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:https';
 import type { IncomingHttpHeaders } from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
+import { localCertificate, type LocalCertificate } from '../../src/cli/certificate.ts';
 
-/** A self-signed certificate for 127.0.0.1 and localhost, made with openssl. */
-export function makeSelfSignedCertificate(): { key: string; cert: string; certFile: string; cleanup(): void } {
+/** A fresh self-signed certificate for 127.0.0.1 and localhost in a temporary folder. */
+export function makeSelfSignedCertificate(): LocalCertificate & { cleanup(): void } {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'receiver-cert-'));
-  const keyFile = path.join(dir, 'key.pem');
-  const certFile = path.join(dir, 'cert.pem');
-  execFileSync(
-    'openssl',
-    [
-      'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes',
-      '-keyout', keyFile, '-out', certFile, '-days', '1', '-subj', '/CN=localhost',
-      '-addext', 'subjectAltName=IP:127.0.0.1,DNS:localhost',
-    ],
-    { stdio: 'ignore' },
-  );
-  return {
-    key: readFileSync(keyFile, 'utf8'),
-    cert: readFileSync(certFile, 'utf8'),
-    certFile,
-    cleanup: () => rmSync(dir, { recursive: true, force: true }),
-  };
+  return { ...localCertificate(dir, 1), cleanup: () => rmSync(dir, { recursive: true, force: true }) };
 }
 
 /** One request the receiver got, with its body exactly as the bytes arrived. */

@@ -1,0 +1,109 @@
+import { createServer } from 'node:https';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import type { Config } from '../config.ts';
+import { verifyWebhook, WebhookVerificationError } from '../receiver/index.ts';
+import { ApiClient, keyIdOfToken } from './api-client.ts';
+import { localCertificate } from './certificate.ts';
+import { CliError } from './output.ts';
+
+const USAGE = `usage: listen [--port 4443] [--secret <whsec_…>] [--create-webhook [--keep]] [--status <code>] [--json]
+  Runs a local HTTPS receiver (self-signed certificate) and prints every delivery it gets,
+  with its signature verified when the secret is known. --create-webhook registers a webhook
+  pointing here (needs --token or WEBHOOKS_API_TOKEN) and deletes it on exit unless --keep.`;
+
+/** `listen`: watch deliveries arrive on this machine, like `stripe listen`. */
+export async function listenCommand(config: Config, args: string[]): Promise<void> {
+  const { values } = parseArgs({
+    args,
+    options: {
+      port: { type: 'string', default: '4443' },
+      secret: { type: 'string' },
+      'create-webhook': { type: 'boolean', default: false },
+      keep: { type: 'boolean', default: false },
+      status: { type: 'string', default: '200' },
+      json: { type: 'boolean', default: false },
+      token: { type: 'string' },
+      'api-url': { type: 'string' },
+      'cert-dir': { type: 'string' },
+    },
+  });
+  const port = Number(values.port);
+  const status = Number(values.status);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new CliError(`--port must be a port number\n${USAGE}`);
+  if (!Number.isInteger(status) || status < 200 || status > 599) throw new CliError('--status must be an HTTP status (200-599)');
+
+  const certificate = localCertificate(values['cert-dir'] ?? path.join(config.dataDir, 'listen'));
+  let secret = values.secret;
+  const print = (line: unknown) => console.log(values.json ? JSON.stringify(line) : line);
+
+  const server = createServer({ key: certificate.key, cert: certificate.cert }, (req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => {
+      res.writeHead(status, { 'Content-Type': 'text/plain' }).end(status < 300 ? 'ok' : 'failing on purpose');
+      const rawBody = Buffer.concat(chunks);
+      let signature = 'unchecked (no --secret)';
+      let body: unknown;
+      try {
+        body = JSON.parse(rawBody.toString('utf8'));
+      } catch {
+        body = rawBody.toString('utf8');
+      }
+      if (secret) {
+        try {
+          verifyWebhook({ rawBody, headers: req.headers, secret });
+          signature = 'verified';
+        } catch (error) {
+          signature = error instanceof WebhookVerificationError ? `FAILED: ${error.code}` : `FAILED: ${String(error)}`;
+        }
+      }
+      const headers = Object.fromEntries(Object.entries(req.headers).filter(([name]) => name !== 'connection'));
+      if (values.json) {
+        print({ received_at: new Date().toISOString(), delivery_id: req.headers['x-service-delivery-id'], event: req.headers['x-service-event'], signature, answered: status, headers, body });
+      } else {
+        print(`\n${new Date().toISOString()}  ${req.method} ${req.url}  ${req.headers['x-service-event'] ?? ''}  ${req.headers['x-service-delivery-id'] ?? ''}  → ${status}`);
+        print(`  signature: ${signature}`);
+        for (const [name, value] of Object.entries(headers)) print(`  ${name}: ${String(value)}`);
+        print(JSON.stringify(body, null, 2).replace(/^/gm, '  '));
+      }
+    });
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', (error) => reject(new CliError(`cannot listen on 127.0.0.1:${port}: ${error.message}`)));
+    server.listen(port, '127.0.0.1', resolve);
+  });
+  const address = server.address();
+  const url = `https://127.0.0.1:${typeof address === 'object' && address ? address.port : port}/`;
+
+  let cleanup = async () => {};
+  if (values['create-webhook']) {
+    const token = values.token ?? config.cli.apiToken;
+    const api = new ApiClient(values['api-url'] ?? config.cli.apiUrl, token);
+    const created = await api.call('POST', '/webhooks', {
+      api_key_id: token && keyIdOfToken(token),
+      url,
+      events: ['docauth.completed'],
+    });
+    secret = created.data.secret;
+    print(values.json ? { webhook_id: created.data.id, url } : `Created webhook ${created.data.id} → ${url}`);
+    if (!values.keep) cleanup = async () => api.call('DELETE', `/webhooks/${created.data.id}`).then(() => undefined, () => undefined);
+  }
+  print(
+    values.json
+      ? { listening: url, certificate: certificate.certFile }
+      : `Listening on ${url} (certificate ${certificate.certFile}).\n` +
+          `The service must trust it and allow a loopback target: run it with\n` +
+          `  DELIVERY_ALLOW_PRIVATE_TARGETS=true DELIVERY_CA_FILE=${certificate.certFile}\nCtrl-C to stop.`,
+  );
+
+  await new Promise<void>((resolve) => {
+    const stop = () => {
+      server.closeAllConnections();
+      server.close(() => resolve());
+    };
+    process.once('SIGINT', stop);
+    process.once('SIGTERM', stop);
+  });
+  await cleanup();
+}

@@ -1,0 +1,145 @@
+import { serve, type ServerType } from '@hono/node-server';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { createInterface } from 'node:readline';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { localCertificate } from '../src/cli/certificate.ts';
+import { docauthData, startHarness, type Harness } from './support/harness.ts';
+
+const run = promisify(execFile);
+const CLI = ['--import', 'tsx', 'src/cli/index.ts'];
+
+let h: Harness;
+let server: ServerType;
+let apiUrl: string;
+let key: { id: string; projectId: string; token: string };
+let certDir: string;
+
+function env(extra: Record<string, string> = {}) {
+  const { DATABASE_URL: _db, ...rest } = process.env;
+  return { ...rest, WEBHOOKS_API_URL: apiUrl, WEBHOOKS_API_TOKEN: key.token, LOG_LEVEL: 'silent', ...extra };
+}
+
+async function cli(args: string[], extraEnv: Record<string, string> = {}) {
+  try {
+    const { stdout, stderr } = await run(process.execPath, [...CLI, ...args], { env: env(extraEnv) });
+    return { code: 0, stdout, stderr };
+  } catch (error) {
+    const failed = error as { code: number; stdout: string; stderr: string };
+    return { code: failed.code, stdout: failed.stdout, stderr: failed.stderr };
+  }
+}
+
+beforeAll(async () => {
+  certDir = mkdtempSync(path.join(os.tmpdir(), 'listen-cert-'));
+  const { certFile } = localCertificate(certDir, 1);
+  h = await startHarness({ worker: true, delivery: { caFile: certFile } });
+  key = await h.createKey();
+  server = await new Promise((resolve) => {
+    const started = serve({ fetch: h.app.fetch, port: 0, hostname: '127.0.0.1' }, () => resolve(started));
+  });
+  const address = server.address();
+  apiUrl = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
+});
+afterAll(async () => {
+  await new Promise((resolve) => server?.close(resolve));
+  await h?.stop();
+  rmSync(certDir, { recursive: true, force: true });
+});
+
+describe('webhooks and deliveries commands', () => {
+  it('create, list, get, update, rotate-secret and delete a webhook, with --json output', async () => {
+    const created = await cli(['webhooks', 'create', '--url', 'https://example.com/in', '--header', 'X-Tag=blue', '--json']);
+    expect(created.code).toBe(0);
+    const webhook = JSON.parse(created.stdout);
+    expect(webhook).toMatchObject({ api_key_id: key.id, url: 'https://example.com/in', headers: { 'X-Tag': 'blue' }, status: 'active' });
+    expect(webhook.secret).toMatch(/^whsec_/);
+
+    const list = JSON.parse((await cli(['webhooks', 'list', '--json'])).stdout);
+    expect(list.map((w: { id: string }) => w.id)).toContain(webhook.id);
+    const table = await cli(['webhooks', 'list']);
+    expect(table.stdout).toMatch(/^ID\s+URL\s+EVENTS\s+STATUS/m);
+    expect(table.stdout).toContain(webhook.id);
+
+    const got = JSON.parse((await cli(['webhooks', 'get', webhook.id, '--json'])).stdout);
+    expect(got).not.toHaveProperty('secret');
+    const updated = JSON.parse((await cli(['webhooks', 'update', webhook.id, '--status', 'disabled', '--json'])).stdout);
+    expect(updated.status).toBe('disabled');
+    const rotated = JSON.parse((await cli(['webhooks', 'rotate-secret', webhook.id, '--json'])).stdout);
+    expect(rotated.secret).not.toBe(webhook.secret);
+    expect((await cli(['webhooks', 'delete', webhook.id])).stdout).toContain(`Webhook ${webhook.id} deleted.`);
+  });
+
+  it('prints one clear line and exits 1 on errors', async () => {
+    const missing = await cli(['webhooks', 'get', 'wh_missing']);
+    expect(missing.code).toBe(1);
+    expect(missing.stderr.trim()).toBe('error: 404 not_found: webhook wh_missing not found');
+    const invalid = await cli(['webhooks', 'create', '--url', 'http://plain.example.com']);
+    expect(invalid.stderr.trim()).toBe('error: 400 invalid_request: url: must use https');
+    const noToken = await cli(['webhooks', 'list'], { WEBHOOKS_API_TOKEN: '' });
+    expect(noToken.stderr.trim()).toBe('error: no API token: pass --token or set WEBHOOKS_API_TOKEN');
+    const unknown = await cli(['frobnicate']);
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr.trim().split('\n')).toHaveLength(1);
+    const badFlag = await cli(['webhooks', 'list', '--nope']);
+    expect(badFlag.code).toBe(1);
+    expect(badFlag.stderr).toMatch(/^error: Unknown option '--nope'/);
+  });
+
+  it('lets a developer watch a real delivery arrive with `listen`, then inspect it with `deliveries`', async () => {
+    const listener: ChildProcess = spawn(
+      process.execPath,
+      [...CLI, 'listen', '--port', '0', '--create-webhook', '--json', '--cert-dir', certDir, '--status', '500'],
+      { env: env() },
+    );
+    const lines = createInterface({ input: listener.stdout! });
+    const received: Record<string, any>[] = [];
+    const waiters: (() => void)[] = [];
+    lines.on('line', (line) => {
+      received.push(JSON.parse(line));
+      waiters.splice(0).forEach((wake) => wake());
+    });
+    const next = async (predicate: (entry: Record<string, any>) => boolean) => {
+      for (;;) {
+        const found = received.find(predicate);
+        if (found) return found;
+        await new Promise<void>((resolve) => waiters.push(resolve));
+      }
+    };
+    try {
+      const { webhook_id: webhookId } = await next((e) => 'webhook_id' in e);
+      await next((e) => 'listening' in e);
+      const data = docauthData();
+      const published = await h.publish({ project_id: key.projectId, event: 'docauth.completed', data });
+      const deliveryId = published.body.data.delivery_ids[0];
+      const delivery = await next((e) => e.delivery_id === deliveryId);
+      expect(delivery).toMatchObject({ event: 'docauth.completed', signature: 'verified', answered: 500 });
+      expect(delivery.body).toMatchObject({ id: deliveryId, api_version: 'v1', data });
+
+      const attempts = JSON.parse((await cli(['deliveries', 'attempts', webhookId, deliveryId, '--json'])).stdout);
+      expect(attempts[0]).toMatchObject({ attempt_number: 1, outcome: 'http_error', status_code: 500 });
+      const listed = JSON.parse((await cli(['deliveries', 'list', webhookId, '--json'])).stdout);
+      expect(listed.map((d: { id: string }) => d.id)).toEqual([deliveryId]);
+      const got = JSON.parse((await cli(['deliveries', 'get', webhookId, deliveryId, '--json'])).stdout);
+      expect(['failed', 'processing', 'pending']).toContain(got.status);
+    } finally {
+      listener.kill('SIGTERM');
+      await new Promise((resolve) => listener.once('exit', resolve));
+    }
+    const remaining = JSON.parse((await cli(['webhooks', 'list', '--json'])).stdout);
+    expect(remaining).toEqual([]);
+  });
+});
+
+describe('events publish', () => {
+  it('validates the data file and names the bad field', async () => {
+    const file = path.join(certDir, 'bad.json');
+    writeFileSync(file, JSON.stringify({ ...docauthData(), result: 'maybe' }));
+    const result = await cli(['events', 'publish', '--project', 'p', '--data-file', file]);
+    expect(result.code).toBe(1);
+    expect(result.stderr.trim()).toBe('error: invalid event: data.result: Invalid option: expected one of "pass"|"fail"');
+  });
+});
