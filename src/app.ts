@@ -11,6 +11,7 @@ import { apiReferencePage } from './api/reference-page.ts';
 import { deliveriesRouter } from './api/routes/deliveries.ts';
 import { eventsRouter } from './api/routes/events.ts';
 import { healthRouter } from './api/routes/health.ts';
+import { SECURITY_SCHEMES } from './api/routes/shared.ts';
 import { webhooksRouter } from './api/routes/webhooks.ts';
 import { renderMetrics } from './metrics.ts';
 
@@ -23,6 +24,17 @@ export const MAX_BODY_BYTES = 1024 * 1024;
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 const JSON_CONTENT_TYPE = /^application\/(?:[\w.+-]+\+)?json\s*(?:;.*)?$/i;
+
+/**
+ * A regular expression matching exactly the request paths a Hono route path (`/webhooks/:id`)
+ * serves: parameters match one segment, everything else literally, no trailing slash.
+ */
+function exactPathPattern(routePath: string): RegExp {
+  const segments = routePath
+    .split('/')
+    .map((segment) => (segment.startsWith(':') ? '[^/]+' : segment.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')));
+  return new RegExp(`^${segments.join('/')}$`);
+}
 
 function toErrorResponse(c: Context<AppEnv>, error: ApiError) {
   for (const [name, value] of Object.entries(error.headers)) c.header(name, value);
@@ -105,17 +117,24 @@ export function createApp(deps: AppDeps) {
       version: '2.0.0',
       description: 'Webhook management and delivery inspection. Every response carries meta.request_id.',
     },
+    security: [{ [SECURITY_SCHEMES.apiKey]: [] }],
   });
-  app.openAPIRegistry.registerComponent('securitySchemes', 'bearerAuth', { type: 'http', scheme: 'bearer' });
+  app.openAPIRegistry.registerComponent('securitySchemes', SECURITY_SCHEMES.apiKey, {
+    type: 'http',
+    scheme: 'bearer',
+    description: 'A customer API token with the webhooks service enabled (spec 5).',
+  });
+  app.openAPIRegistry.registerComponent('securitySchemes', SECURITY_SCHEMES.producerToken, {
+    type: 'http',
+    scheme: 'bearer',
+    description: 'EVENT_PRODUCER_TOKEN, for internal event producers only.',
+  });
   app.get('/docs', (c) => c.html(apiReferencePage(OPENAPI_PATH)));
 
   const routePatterns = () =>
     app.routes
       .filter((route) => route.method !== 'ALL')
-      .map((route) => ({
-        method: route.method,
-        pattern: new RegExp(`^${route.path.replace(/:[^/]+/g, '[^/]+')}/?$`),
-      }));
+      .map((route) => ({ method: route.method, pattern: exactPathPattern(route.path) }));
 
   app.notFound((c) => {
     const allowed = [

@@ -35,6 +35,16 @@ export function newId(kind: IdKind, now: number = Date.now()): string {
   return `${ID_PREFIX[kind]}_${timePart}${randomPart}`;
 }
 
+const LOOKUP_ID = /^[A-Za-z0-9_-]{1,64}$/;
+
+/**
+ * Whether `value` can name a stored record at all: ids given by clients are checked with
+ * this before any query, so bytes Postgres refuses (NUL, broken Unicode) never reach it.
+ */
+export function isLookupId(value: string): boolean {
+  return LOOKUP_ID.test(value);
+}
+
 /** Whether `value` has the shape of an identifier of `kind`. */
 export function isId(kind: IdKind, value: string): boolean {
   return new RegExp(`^${ID_PREFIX[kind]}_[0-9a-hjkmnp-tv-z]{26}$`).test(value);

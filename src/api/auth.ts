@@ -5,6 +5,7 @@ import type { WebhookRow } from '../db/schema.ts';
 import type { Context } from 'hono';
 import type { AppEnv } from './env.ts';
 import { ApiError } from './errors.ts';
+import { isLookupId } from '../ids.ts';
 import { constantTimeEqual } from '../secrets.ts';
 
 /** The service an API key needs for the webhook management endpoints. */
@@ -42,8 +43,8 @@ export const requireProducerToken = createMiddleware<AppEnv>(async (c, next) => 
 
 /** The webhook `id` of the caller's project: 404 when unknown, 403 when another project's. */
 export async function ownedWebhook(c: Context<AppEnv>, id: string): Promise<WebhookRow> {
-  const webhook = await findWebhook(c.var.deps.db, id);
-  if (!webhook) throw new ApiError('not_found', `webhook ${id} not found`);
+  const webhook = isLookupId(id) ? await findWebhook(c.var.deps.db, id) : undefined;
+  if (!webhook) throw new ApiError('not_found', `webhook ${JSON.stringify(id)} not found`);
   if (webhook.projectId !== c.var.apiKey.projectId) {
     throw new ApiError('forbidden', `webhook ${id} belongs to another project`);
   }

@@ -14,6 +14,10 @@ export const WebhookUrlSchema = z
   .string()
   .max(MAX_URL_LENGTH, `must be at most ${MAX_URL_LENGTH} characters`)
   .superRefine((value, ctx) => {
+    if (/[\u0000-\u0020\u007f]/.test(value) || !value.isWellFormed()) {
+      ctx.addIssue({ code: 'custom', message: 'must not contain spaces or control characters' });
+      return;
+    }
     let url: URL;
     try {
       url = new URL(value);
@@ -65,7 +69,7 @@ export const CustomHeadersSchema = z
 
 export const CreateWebhookSchema = z
   .strictObject({
-    api_key_id: z.string().min(1).max(64),
+    api_key_id: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'must be an API key id'),
     url: WebhookUrlSchema,
     events: EventListSchema,
     headers: CustomHeadersSchema.optional(),

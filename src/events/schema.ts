@@ -6,7 +6,11 @@ export type EventKind = (typeof EVENT_KINDS)[number];
 
 const isoTimestamp = z.iso.datetime({ offset: true, message: 'must be an ISO 8601 timestamp' });
 const isoDate = z.iso.date({ message: 'must be a date (YYYY-MM-DD)' });
-const text = z.string().max(1024);
+/** Text Postgres can store: well-formed Unicode without NUL. */
+const text = z
+  .string()
+  .max(1024)
+  .refine((value) => value.isWellFormed() && !value.includes('\u0000'), 'must be valid Unicode text without NUL characters');
 
 /** `docauth_info` (spec 6.2): every field seen in the payload, all optional strings. */
 export const DocauthInfoSchema = z
@@ -30,8 +34,8 @@ export const DocauthInfoSchema = z
 /** The `data` object of a `docauth.completed` notification (spec 6.2). */
 export const DocauthCompletedDataSchema = z
   .strictObject({
-    request_id: z.string().min(1).max(256),
-    session_id: z.string().min(1).max(256).optional(),
+    request_id: text.pipe(z.string().min(1).max(256)),
+    session_id: text.pipe(z.string().min(1).max(256)).optional(),
     result: z.enum(['pass', 'fail']),
     docauth_info: DocauthInfoSchema,
     processed_at: isoTimestamp,

@@ -70,7 +70,8 @@ describe('POST /webhooks', () => {
 
   it.each([
     [{ url: 'http://example.com/hooks' }, 'url: must use https'],
-    [{ url: 'not a url' }, 'url: must be an absolute URL'],
+    [{ url: 'not-a-url' }, 'url: must be an absolute URL'],
+    [{ url: 'https://exa mple.com/' }, 'url: must not contain spaces or control characters'],
     [{ url: 'https://user:pw@example.com/' }, 'url: must not contain user-info'],
     [{ url: `https://example.com/${'a'.repeat(2048)}` }, 'url: must be at most 2048 characters'],
     [{ events: [] }, 'events: must list at least one event'],

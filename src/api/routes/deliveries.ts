@@ -7,6 +7,7 @@ import {
   queueManualRetry,
   restoreStatus,
 } from '../../db/queries/deliveries.ts';
+import { isLookupId } from '../../ids.ts';
 import { ownedWebhook } from '../auth.ts';
 import type { AppEnv } from '../env.ts';
 import { ApiError } from '../errors.ts';
@@ -27,7 +28,7 @@ const tags = ['Deliveries'];
 
 async function ownedDelivery(c: Context<AppEnv>, webhookId: string, deliveryId: string) {
   const webhook = await ownedWebhook(c, webhookId);
-  const delivery = await findDelivery(c.var.deps.db, webhookId, deliveryId);
+  const delivery = isLookupId(deliveryId) ? await findDelivery(c.var.deps.db, webhookId, deliveryId) : undefined;
   if (!delivery) throw new ApiError('not_found', `delivery ${deliveryId} not found for webhook ${webhookId}`);
   c.set('logger', c.var.logger.child({ deliveryId }));
   return { webhook, delivery };
@@ -133,9 +134,12 @@ export const deliveriesRouter = createRouter()
       const { db, scheduler } = c.var.deps;
       const previous = await queueManualRetry(db, delivery_id);
       if (!previous) {
+        // Read again: a concurrent retry or attempt may have moved it since `ownedDelivery`.
+        const current = await findDelivery(db, id, delivery_id);
+        if (!current) throw new ApiError('not_found', `delivery ${delivery_id} not found for webhook ${id}`);
         throw new ApiError(
           'conflict',
-          `delivery ${delivery_id} is ${delivery.status}; only failed or dead_letter deliveries can be retried`,
+          `delivery ${delivery_id} is ${current.status}; only failed or dead_letter deliveries can be retried`,
         );
       }
       try {

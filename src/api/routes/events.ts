@@ -4,7 +4,7 @@ import { PublishEventSchema } from '../../events/schema.ts';
 import { requireProducerToken } from '../auth.ts';
 import { envelope } from '../schemas.ts';
 import { createRouter } from '../validation.ts';
-import { errorResponses, jsonBody, success } from './shared.ts';
+import { errorResponses, jsonBody, SECURITY_SCHEMES, success } from './shared.ts';
 
 const PublishedSchema = z
   .object({ event_id: z.string(), delivery_ids: z.array(z.string()) })
@@ -19,6 +19,7 @@ eventsRouter.openapi(
     path: '/events',
     tags: ['Events (internal)'],
     summary: 'Publish an event; one delivery per active, subscribed webhook of the project',
+    security: [{ [SECURITY_SCHEMES.producerToken]: [] }],
     request: { body: jsonBody(PublishEventSchema) },
     responses: {
       202: success(envelope(PublishedSchema), 'Accepted: every delivery is stored and its workflow started'),

@@ -1,10 +1,17 @@
 import { Hono } from 'hono';
 import { pingDatabase } from '../../db/client.ts';
 import type { AppEnv } from '../env.ts';
+import { errorBody } from '../errors.ts';
 
 const CHECK_TIMEOUT_MS = 2_000;
 
-async function check(name: string, probe: () => Promise<unknown>): Promise<string | undefined> {
+/** A dependency that did not answer, and why (the reason is logged, never returned). */
+interface FailedCheck {
+  dependency: string;
+  error: unknown;
+}
+
+async function check(dependency: string, probe: () => Promise<unknown>): Promise<FailedCheck | undefined> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
     timer = setTimeout(() => reject(new Error(`no answer within ${CHECK_TIMEOUT_MS} ms`)), CHECK_TIMEOUT_MS);
@@ -13,13 +20,16 @@ async function check(name: string, probe: () => Promise<unknown>): Promise<strin
     await Promise.race([probe(), timeout]);
     return undefined;
   } catch (error) {
-    return `${name}: ${error instanceof Error ? error.message : String(error)}`;
+    return { dependency, error };
   } finally {
     clearTimeout(timer);
   }
 }
 
-/** `GET /healthz` (the process answers) and `GET /readyz` (database and Temporal reachable). */
+/**
+ * `GET /healthz` (the process answers) and `GET /readyz` (database and Temporal reachable).
+ * A 503 names the unreachable dependencies; their errors (hosts, driver messages) go to the log only.
+ */
 export const healthRouter = new Hono<AppEnv>()
   .get('/healthz', (c) => c.json({ status: 'ok' }))
   .get('/readyz', async (c) => {
@@ -35,13 +45,9 @@ export const healthRouter = new Hono<AppEnv>()
       ])
     ).filter((failure) => failure !== undefined);
     if (failures.length > 0) {
-      return c.json(
-        {
-          error: { code: 'service_unavailable', message: `not ready: ${failures.join('; ')}` },
-          meta: { request_id: c.var.requestId },
-        },
-        503,
-      );
+      for (const { dependency, error } of failures) c.var.logger.warn({ err: error, dependency }, 'not ready');
+      const names = failures.map((failure) => failure.dependency).join(', ');
+      return c.json(errorBody('service_unavailable', `not ready: ${names} unreachable`, c.var.requestId), 503);
     }
     return c.json({ status: 'ready', checks: { database: 'ok', temporal: 'ok' } });
   });

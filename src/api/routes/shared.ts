@@ -1,6 +1,12 @@
 import type { z } from '@hono/zod-openapi';
 import { ErrorSchema } from '../schemas.ts';
 
+/**
+ * OpenAPI security schemes: `apiKey` (a customer API token, every v2 operation) and
+ * `producerToken` (EVENT_PRODUCER_TOKEN, the producers' door). Both are bearer tokens.
+ */
+export const SECURITY_SCHEMES = { apiKey: 'bearerAuth', producerToken: 'producerToken' } as const;
+
 /** A required JSON request body. */
 export const jsonBody = <T extends z.ZodType>(schema: T) => ({
   required: true,
