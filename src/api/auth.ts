@@ -13,7 +13,8 @@ export const WEBHOOKS_SERVICE = 'webhooks';
 
 function bearerToken(header: string | undefined): string {
   if (!header) throw new ApiError('invalid_api_key', 'missing Authorization header');
-  const match = /^Bearer +(\S+) *$/.exec(header);
+  // The scheme name is case-insensitive (RFC 9110 section 11.1).
+  const match = /^Bearer +(\S+) *$/i.exec(header);
   if (!match) throw new ApiError('invalid_api_key', 'Authorization header must be "Bearer <API_TOKEN>"');
   return match[1]!;
 }
@@ -44,7 +45,7 @@ export const requireProducerToken = createMiddleware<AppEnv>(async (c, next) => 
 /** The webhook `id` of the caller's project: 404 when unknown, 403 when another project's. */
 export async function ownedWebhook(c: Context<AppEnv>, id: string): Promise<WebhookRow> {
   const webhook = isLookupId(id) ? await findWebhook(c.var.deps.db, id) : undefined;
-  if (!webhook) throw new ApiError('not_found', `webhook ${JSON.stringify(id)} not found`);
+  if (!webhook) throw new ApiError('not_found', `webhook ${id} not found`);
   if (webhook.projectId !== c.var.apiKey.projectId) {
     throw new ApiError('forbidden', `webhook ${id} belongs to another project`);
   }

@@ -157,12 +157,18 @@ export const DeliveryAttemptSchema = z
   .openapi('DeliveryAttempt');
 
 export const DeliveryListQuerySchema = z.object({
-  limit: z.coerce
-    .number({ message: 'must be a number' })
-    .int('must be a whole number')
-    .min(1, 'must be at least 1')
-    .max(100, 'must be at most 100')
-    .default(50),
+  limit: z
+    .preprocess(
+      // Only plain decimal text becomes a number: '0x10', '1e1' or ' 1' stay text and are refused.
+      (value) => (typeof value === 'string' && /^-?\d*(\.\d+)?$/.test(value) ? Number(value) : value),
+      z
+        .number({ message: 'must be a number' })
+        .int('must be a whole number')
+        .min(1, 'must be at least 1')
+        .max(100, 'must be at most 100'),
+    )
+    .default(50)
+    .openapi({ type: 'integer', minimum: 1, maximum: 100, default: 50 }),
   starting_after: z
     .string()
     .regex(/^dlv_[0-9a-hjkmnp-tv-z]{26}$/, 'must be a delivery id')

@@ -1,6 +1,7 @@
 import { PGlite } from '@electric-sql/pglite';
 import { PGLiteSocketServer } from '@electric-sql/pglite-socket';
-import { mkdir } from 'node:fs/promises';
+import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import path from 'node:path';
 
 /** A PGlite database served over the Postgres wire protocol on a loopback port. */
 export interface EmbeddedPostgres {
@@ -9,22 +10,167 @@ export interface EmbeddedPostgres {
   stop(): Promise<void>;
 }
 
+type StreamOptions = NonNullable<Parameters<PGlite['execProtocolRawStream']>[1]>;
+
+const SYNC_MESSAGE = new Uint8Array([0x53, 0, 0, 0, 4]); // 'S', length 4
+const READY_FOR_QUERY = 0x5a; // 'Z'
+const IDLE = 0x49; // 'I'
+
+/**
+ * What pglite-socket's multiplexer sees of the database. Its queue hands PGlite one client
+ * message at a time and, while `isInTransaction()` is true, only messages of the client it
+ * served last. PGlite's own answer covers explicit transaction blocks only, so the queue
+ * would let other clients' messages in between a client's Parse/Bind/Execute and its Sync:
+ * into that client's implicit transaction (seeing and committing its uncommitted rows) and
+ * over its unnamed statement and portal. This gate instead keeps the session with a client
+ * from its first message until the server answers ReadyForQuery with status idle, which
+ * covers both cases (and COPY, cursors and failed transactions).
+ */
+class SessionGate {
+  readonly #db: PGlite;
+  /** The client served last has a message sequence or a transaction in progress. */
+  #held = false;
+
+  constructor(db: PGlite) {
+    this.#db = db;
+  }
+
+  get waitReady(): Promise<void> {
+    return this.#db.waitReady;
+  }
+
+  isInTransaction(): boolean {
+    return this.#held || this.#db.isInTransaction();
+  }
+
+  runExclusive<T>(fn: () => Promise<T>): Promise<T> {
+    return this.#db.runExclusive(fn);
+  }
+
+  async execProtocolRawStream(message: Uint8Array, options: StreamOptions): Promise<void> {
+    // Held from the first message on; released by the ReadyForQuery(idle) that ends a Sync,
+    // a simple Query or the startup packet.
+    this.#held = true;
+    let pending = new Uint8Array(0);
+    let lastStatus: number | undefined;
+    await this.#db.execProtocolRawStream(message, {
+      ...options,
+      onRawData: (data: Uint8Array) => {
+        options.onRawData(data);
+        // Walk the backend messages (type byte, int32 length) to find the last ReadyForQuery.
+        const bytes = pending.length > 0 ? concat(pending, data) : data;
+        let offset = 0;
+        while (bytes.length - offset >= 5) {
+          const length = readInt32(bytes, offset + 1);
+          if (bytes.length - offset < 1 + length) break;
+          if (bytes[offset] === READY_FOR_QUERY && length === 5) lastStatus = bytes[offset + 5];
+          offset += 1 + length;
+        }
+        pending = bytes.slice(offset);
+      },
+    });
+    if (lastStatus !== undefined) this.#held = lastStatus !== IDLE;
+  }
+
+  /** Used by the queue only to abandon the work of a client that disconnected. */
+  async exec(_query: string): Promise<void> {
+    // End an unfinished message sequence first: until a Sync, an extended-protocol error
+    // makes the server skip every message, the ROLLBACK included.
+    await this.#db.runExclusive(() => this.#db.execProtocolRawStream(SYNC_MESSAGE, { onRawData: () => {} }));
+    if (this.#db.isInTransaction()) await this.#db.exec('ROLLBACK');
+    this.#held = false;
+  }
+}
+
+function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
+  const out = new Uint8Array(a.length + b.length);
+  out.set(a);
+  out.set(b, a.length);
+  return out;
+}
+
+function readInt32(bytes: Uint8Array, offset: number): number {
+  return ((bytes[offset]! << 24) | (bytes[offset + 1]! << 16) | (bytes[offset + 2]! << 8) | bytes[offset + 3]!) >>> 0;
+}
+
+/** Name of the lock file kept in the data folder while a process has the database open. */
+export const EMBEDDED_LOCK_FILE = 'webhooks-embedded.lock';
+
+/** Data folders this process has open (a pid in a lock file may be our own from a previous life). */
+const openHere = new Set<string>();
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/**
+ * Takes the data folder for this process. PGlite has no lock of its own: a second PGlite
+ * on the same files, even one that only opens and closes them, crashes the first and
+ * corrupts the database. The lock holds the owner's pid; a lock left by a dead process is taken over.
+ */
+async function lockDataDir(dataDir: string): Promise<() => Promise<void>> {
+  const dir = path.resolve(dataDir);
+  const lockFile = path.join(dir, EMBEDDED_LOCK_FILE);
+  if (openHere.has(dir)) throw new Error(`the embedded database in ${dir} is already open in this process`);
+  for (let attempt = 0; ; attempt += 1) {
+    try {
+      await writeFile(lockFile, `${process.pid}\n`, { flag: 'wx' });
+      break;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST' || attempt > 0) throw lockedError(dir, error);
+    }
+    const owner = Number((await readFile(lockFile, 'utf8').catch(() => '')).trim());
+    if (owner && owner !== process.pid && isAlive(owner)) {
+      throw new Error(
+        `the embedded database in ${dir} is in use by process ${owner} (is \`npm start\` running? ` +
+          'stop it first, or use another DATA_DIR)',
+      );
+    }
+    await rm(lockFile, { force: true }); // left behind by a process that died
+  }
+  openHere.add(dir);
+  return async () => {
+    openHere.delete(dir);
+    await rm(lockFile, { force: true });
+  };
+}
+
+function lockedError(dir: string, cause: unknown): Error {
+  return new Error(`cannot lock the embedded database in ${dir}: ${String(cause)}`);
+}
+
 /**
  * Opens the PGlite database in `dataDir` and serves it on `127.0.0.1:port`.
  *
  * PGlite is a single-session database. Every client, the service's own pool included,
- * connects through this one socket server: its multiplexer runs one query at a time and,
- * while a client has a transaction open, runs only that client's queries, so each
- * transaction stays isolated from every other client.
+ * connects through this one socket server: its multiplexer runs one message at a time and,
+ * while a client has a transaction or an unfinished message sequence, runs only that
+ * client's messages (see {@link SessionGate}), so each transaction stays isolated from
+ * every other client. The data folder is locked to this process while it is open.
  */
 export async function startEmbeddedPostgres(dataDir: string, port: number): Promise<EmbeddedPostgres> {
   await mkdir(dataDir, { recursive: true });
-  const db = await PGlite.create(dataDir);
-  const server = new PGLiteSocketServer({ db, host: '127.0.0.1', port, maxConnections: 100 });
+  const unlock = await lockDataDir(dataDir);
+  let db: PGlite;
+  try {
+    db = await PGlite.create(dataDir);
+  } catch (error) {
+    await unlock();
+    throw error;
+  }
+  // The socket server uses only the part of PGlite that SessionGate has.
+  const gate = new SessionGate(db) as unknown as PGlite;
+  const server = new PGLiteSocketServer({ db: gate, host: '127.0.0.1', port, maxConnections: 100 });
   try {
     await server.start();
   } catch (error) {
     await db.close();
+    await unlock();
     throw new Error(
       `cannot serve the embedded database on 127.0.0.1:${port} (is another instance running? set PGLITE_PORT): ${String(error)}`,
     );
@@ -32,8 +178,12 @@ export async function startEmbeddedPostgres(dataDir: string, port: number): Prom
   return {
     url: `postgres://postgres@127.0.0.1:${port}/postgres`,
     async stop() {
-      await server.stop();
-      await db.close();
+      try {
+        await server.stop();
+        await db.close();
+      } finally {
+        await unlock();
+      }
     },
   };
 }

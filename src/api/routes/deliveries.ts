@@ -5,7 +5,7 @@ import {
   listAttempts,
   listDeliveries,
   queueManualRetry,
-  restoreStatus,
+  restoreRetryableState,
 } from '../../db/queries/deliveries.ts';
 import { isLookupId } from '../../ids.ts';
 import { ownedWebhook } from '../auth.ts';
@@ -151,10 +151,10 @@ export const deliveriesRouter = createRouter()
           url: webhook.url,
         });
       } catch (error) {
-        await restoreStatus(db, delivery_id, previous);
+        await restoreRetryableState(db, delivery_id, previous);
         throw error;
       }
-      c.var.logger.info({ previousStatus: previous }, 'delivery queued for manual retry');
+      c.var.logger.info({ previousStatus: previous.status }, 'delivery queued for manual retry');
       const queued = await findDelivery(db, id, delivery_id);
       return c.json(
         {

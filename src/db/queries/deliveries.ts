@@ -67,17 +67,20 @@ export async function listAttempts(db: Database, deliveryId: string): Promise<De
 
 const RETRYABLE_STATUSES = ['failed', 'dead_letter'] as const;
 
+/** What a manual retry replaced, so it can be put back if the retry cannot be queued. */
+export type RetryableState = Pick<DeliveryRow, 'status' | 'nextRetryAt'>;
+
 /**
  * Moves a `failed` or `dead_letter` delivery back to `pending` for a manual retry.
- * Returns the status it had, or undefined when it was in no retryable status.
+ * Returns what it replaced, or undefined when the delivery was in no retryable status.
  */
 export async function queueManualRetry(
   db: Database,
   deliveryId: string,
-): Promise<DeliveryStatus | undefined> {
+): Promise<RetryableState | undefined> {
   return db.transaction(async (tx) => {
     const [current] = await tx
-      .select({ status: deliveries.status })
+      .select({ status: deliveries.status, nextRetryAt: deliveries.nextRetryAt })
       .from(deliveries)
       .where(and(eq(deliveries.id, deliveryId), inArray(deliveries.status, RETRYABLE_STATUSES)))
       .for('update');
@@ -86,15 +89,15 @@ export async function queueManualRetry(
       .update(deliveries)
       .set({ status: 'pending', nextRetryAt: null, updatedAt: new Date() })
       .where(eq(deliveries.id, deliveryId));
-    return current.status;
+    return current;
   });
 }
 
-/** Puts a delivery back in `status` if it is still `pending` (undoes a manual retry that could not be queued). */
-export async function restoreStatus(db: Database, deliveryId: string, status: DeliveryStatus): Promise<void> {
+/** Puts back what {@link queueManualRetry} replaced, if the delivery is still `pending`. */
+export async function restoreRetryableState(db: Database, deliveryId: string, state: RetryableState): Promise<void> {
   await db
     .update(deliveries)
-    .set({ status, updatedAt: new Date() })
+    .set({ ...state, updatedAt: new Date() })
     .where(and(eq(deliveries.id, deliveryId), eq(deliveries.status, 'pending')));
 }
 

@@ -1,0 +1,96 @@
+import { expect, it } from 'vitest';
+import { sleep, waitFor } from './cluster.ts';
+import { EVENTS, finish, midRun, RATE, useScenario } from './scenario.ts';
+import { call, docauthData, isV2ErrorBody, Publisher, waitUntilSettled, type HttpAnswer, type NoAnswer } from './workload.ts';
+
+const scenario = useScenario('postgres-stop');
+
+const DOWN_MS = 10_000;
+/** A probe that gets no answer within this is a hang. */
+const PROBE_TIMEOUT_MS = 15_000;
+
+interface Probe {
+  what: string;
+  sentAt: number;
+  answeredAt?: number;
+  answer?: HttpAnswer | NoAnswer;
+}
+
+it('recovers by itself from Postgres stopped for 10 s mid-run; the API answers v2 errors meanwhile', async () => {
+  const { cluster, webhook } = scenario;
+  const publisher = new Publisher({ cluster, webhook, count: EVENTS, ratePerSecond: RATE });
+  await midRun(scenario, publisher);
+
+  const damagedAt = Date.now();
+  await cluster.postgres.stop(); // pg_ctl stop -m fast: sessions are terminated
+  const downAt = Date.now();
+  // While it is down, ask the API every 500 ms: readiness, a v2 read, and a publish (for a
+  // project without webhooks, so the probes add no deliveries).
+  const probes: Probe[] = [];
+  let n = 0;
+  while (Date.now() - downAt < DOWN_MS) {
+    n += 1;
+    const targets: [string, Parameters<typeof call>[1]][] = [
+      ['/readyz', {}],
+      [`/api-gateway/v2/webhooks/${webhook.webhookId}/deliveries?limit=5`, { token: webhook.token }],
+      [
+        '/internal/v1/events',
+        {
+          token: cluster.producerToken,
+          body: { id: `probe-${n}`, project_id: 'probe-project', event: 'docauth.completed', data: docauthData(`probe-${n}`) },
+        },
+      ],
+    ];
+    for (const [path, init] of targets) {
+      const probe: Probe = { what: path.split('?')[0]!, sentAt: Date.now() };
+      probes.push(probe);
+      void call(`${cluster.apiUrl}${path}`, { ...init, timeoutMs: PROBE_TIMEOUT_MS }).then((answer) => {
+        probe.answer = answer;
+        probe.answeredAt = Date.now();
+      });
+    }
+    await sleep(500);
+  }
+  const restartingAt = Date.now();
+  await cluster.postgres.start();
+  const repairedAt = Date.now();
+  await waitFor('every probe to settle', () => probes.every((probe) => probe.answer !== undefined), { timeoutMs: PROBE_TIMEOUT_MS + 5_000 });
+  const readyAgainMs = (await waitFor('/readyz to answer 200 again', async () => {
+    const answer = await call(`${cluster.apiUrl}/readyz`, { timeoutMs: 5_000 });
+    return typeof answer !== 'string' && answer.status === 200 ? Date.now() : undefined;
+  }, { timeoutMs: 60_000 })) - repairedAt;
+
+  const settled = await waitUntilSettled(cluster, webhook.webhookId, publisher, { timeoutMs: 240_000 });
+
+  // No hang, no crash: every probe got an HTTP answer; those answered while Postgres was
+  // down are 5xx with the v2 error body (503 from /readyz, 500 elsewhere).
+  const unanswered = probes.filter((probe) => typeof probe.answer === 'string');
+  const duringOutage = probes.filter((probe) => probe.answeredAt! < restartingAt && typeof probe.answer !== 'string');
+  const badDuringOutage = duringOutage.filter((probe) => {
+    const answer = probe.answer as HttpAnswer;
+    return answer.status < 500 || !isV2ErrorBody(answer.body);
+  });
+  const slowest = Math.max(...probes.map((probe) => (typeof probe.answer === 'string' ? Infinity : (probe.answer as HttpAnswer).ms)));
+  const codes = [...new Set(duringOutage.map((p) => `${p.what} ${(p.answer as HttpAnswer).status} ${(p.answer as HttpAnswer).body?.error?.code}`))];
+  const workerLog = await cluster.logs('worker');
+
+  const figures = await finish(
+    'Postgres stopped 10 s',
+    scenario,
+    [publisher],
+    { startedAt: publisher.startedAt, damagedAt, repairedAt, settledAt: settled.at },
+    {
+      probes: probes.length,
+      probesAnsweredDuringOutage: duringOutage.length,
+      probeAnswers: codes,
+      slowestProbeMs: slowest,
+      readyAgainMs,
+      publishTriesAnswered5xx: publisher.records.reduce((k, r) => k + r.outcomes.filter((o) => typeof o === 'number' && o >= 500).length, 0),
+      outboxSweepFailuresLogged: workerLog.split('outbox sweep failed').length - 1,
+    },
+  );
+  expect(unanswered.map((probe) => `${probe.what}: ${String(probe.answer)}`)).toEqual([]);
+  expect(duringOutage.length).toBeGreaterThan(0);
+  expect(badDuringOutage.map((probe) => `${probe.what}: ${JSON.stringify(probe.answer)}`)).toEqual([]);
+  expect(figures.deliveries).toBe(EVENTS);
+});
