@@ -1,10 +1,10 @@
-import { serve, type ServerType } from '@hono/node-server';
 import { Client, Connection } from '@temporalio/client';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import { createServer } from 'node:http';
 import { createApp } from './app.ts';
+import { startHttpServer } from './http-server.ts';
 import type { Config } from './config.ts';
 import { ConfigError } from './config.ts';
 import { openDatabase, type DatabaseHandle } from './db/client.ts';
@@ -193,23 +193,7 @@ export async function startService(config: Config, role: Role, logger: Logger): 
         metrics,
         sdkMetricsUrl,
       });
-      const server: ServerType = await new Promise((resolve, reject) => {
-        const started = serve(
-          {
-            fetch: app.fetch,
-            port: config.http.port,
-            hostname: config.http.host,
-            serverOptions: {
-              maxHeaderSize: 16 * 1024,
-              requestTimeout: 30_000,
-              headersTimeout: 10_000,
-              keepAliveTimeout: 5_000,
-            },
-          },
-          () => resolve(started),
-        );
-        started.once('error', reject);
-      });
+      const server = await startHttpServer(app.fetch, { port: config.http.port, host: config.http.host });
       closer.add('HTTP server', () => new Promise((resolve) => server.close(() => resolve(undefined))));
       apiUrl = `http://${config.http.host}:${config.http.port}`;
       logger.info({ url: apiUrl }, 'API listening');
