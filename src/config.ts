@@ -5,7 +5,12 @@ const booleanFromString = z
   .enum(['true', 'false', '1', '0'])
   .transform((value) => value === 'true' || value === '1');
 
-const port = z.coerce.number().int().min(1).max(65535);
+const port = z
+  .string()
+  .trim()
+  .regex(/^\d+$/, 'must be a port number from 1 to 65535')
+  .transform(Number)
+  .pipe(z.number().min(1, 'must be a port number from 1 to 65535').max(65535, 'must be a port number from 1 to 65535'));
 
 const optionalString = z
   .string()
@@ -27,7 +32,7 @@ const environmentSchema = z.object({
   TEMPORAL_ADDRESS: optionalString.pipe(
     z
       .string()
-      .regex(/^[^\s:/]+:\d+$/, 'must be host:port, for example temporal:7233')
+      .regex(/^(\[[0-9A-Fa-f:.]+\]|[^\s:/[\]]+):\d{1,5}$/, 'must be host:port, for example temporal:7233')
       .optional(),
   ),
   TEMPORAL_NAMESPACE: z.string().min(1).default('default'),
@@ -44,6 +49,15 @@ const environmentSchema = z.object({
       .refine(
         (value) => Buffer.from(value, 'base64').length === 32,
         'must be 32 bytes encoded in base64 (openssl rand -base64 32)',
+      )
+      .optional(),
+  ),
+  SECRET_ENCRYPTION_PREVIOUS_KEYS: optionalString.pipe(
+    z
+      .string()
+      .refine(
+        (value) => value.split(',').every((key) => Buffer.from(key.trim(), 'base64').length === 32),
+        'must be a comma-separated list of base64 keys of 32 bytes',
       )
       .optional(),
   ),
@@ -99,6 +113,8 @@ function toConfig(env: z.infer<typeof environmentSchema>) {
     },
     logLevel: env.LOG_LEVEL,
     secretEncryptionKey: env.SECRET_ENCRYPTION_KEY,
+    /** Keys that sealed secrets before a key rotation; still accepted for opening them. */
+    previousSecretEncryptionKeys: env.SECRET_ENCRYPTION_PREVIOUS_KEYS?.split(',').map((key) => key.trim()) ?? [],
     eventProducerToken: env.EVENT_PRODUCER_TOKEN,
     delivery: {
       timeoutMs: env.DELIVERY_TIMEOUT_MS,

@@ -1,16 +1,14 @@
 import { Client, Connection } from '@temporalio/client';
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import { createServer } from 'node:http';
 import { createApp } from './app.ts';
 import { startHttpServer } from './http-server.ts';
 import type { Config } from './config.ts';
-import { ConfigError } from './config.ts';
 import { openDatabase, type DatabaseHandle } from './db/client.ts';
 import { startEmbeddedPostgres } from './db/embedded.ts';
 import { createMetrics, renderMetrics } from './metrics.ts';
-import { generateEncryptionKey, randomToken, SecretBox } from './secrets.ts';
+import { loadProducerToken, loadSecretBox } from './service-secrets.ts';
 import { startDevServer } from './temporal/dev-server.ts';
 import { DeliveryScheduler } from './temporal/scheduler.ts';
 import { installTemporalRuntime } from './temporal/runtime.ts';
@@ -35,30 +33,6 @@ class Closer {
       }
     }
   }
-}
-
-/**
- * A secret from configuration or, in the embedded mode only, from a file in DATA_DIR
- * made on first start. A service on a real database must be given it.
- */
-async function embeddedSecret(
-  config: Config,
-  variable: string,
-  value: string | undefined,
-  fileName: string,
-  make: () => string,
-): Promise<{ value: string; file?: string }> {
-  if (value) return { value };
-  if (config.database.kind !== 'pglite') {
-    throw new ConfigError(`Invalid configuration:\n  ${variable}: is required when DATABASE_URL is set`);
-  }
-  const file = path.join(config.dataDir, fileName);
-  const stored = await readFile(file, 'utf8').catch(() => undefined);
-  if (stored?.trim()) return { value: stored.trim(), file };
-  await mkdir(config.dataDir, { recursive: true });
-  const made = make();
-  await writeFile(file, `${made}\n`, { mode: 0o600 });
-  return { value: made, file };
 }
 
 /** A running service; `stop()` drains and closes everything it started. */
@@ -126,18 +100,8 @@ export async function startService(config: Config, role: Role, logger: Logger): 
       }
     }
 
-    const secretBox = new SecretBox(
-      (
-        await embeddedSecret(config, 'SECRET_ENCRYPTION_KEY', config.secretEncryptionKey, 'secret-encryption.key', generateEncryptionKey)
-      ).value,
-    );
-    const producerToken = await embeddedSecret(
-      config,
-      'EVENT_PRODUCER_TOKEN',
-      config.eventProducerToken,
-      'producer-token',
-      () => `ptk_${randomToken(32)}`,
-    );
+    const secretBox = await loadSecretBox(config);
+    const producerToken = await loadProducerToken(config);
 
     const connection = await Connection.connect({ address: temporalAddress });
     closer.add('Temporal client', () => connection.close());

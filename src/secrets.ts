@@ -75,6 +75,11 @@ export class SecretBox {
     ].join(':');
   }
 
+  /** Whether `sealed` was sealed with another key than the current one (and should be resealed). */
+  sealedWithOldKey(sealed: string): boolean {
+    return sealed.split(':')[1] !== this.#currentKeyId;
+  }
+
   /** Opens a value made by {@link seal}; throws if it was tampered with or its key is unknown. */
   open(sealed: string): string {
     const [version, keyId, iv, tag, ciphertext] = sealed.split(':');

@@ -4,6 +4,7 @@ import { eventsCommand } from './events.ts';
 import { keysCommand } from './keys.ts';
 import { listenCommand } from './listen.ts';
 import { deliveriesCommand, webhooksCommand } from './resources.ts';
+import { secretsCommand } from './secrets.ts';
 import { CliError } from './output.ts';
 
 const USAGE = `webhooks CLI — usage: npm run cli -- <command> [options]
@@ -13,6 +14,7 @@ admin (direct database access; embedded mode needs \`npm start\` running, else D
   keys list [--project <id>]                                             list API keys
   keys revoke <key id>                                                   revoke an API key
   events publish --project <id> --data-file <file> [--id <key>]          publish a docauth.completed event
+  secrets reseal                                                         re-encrypt webhook secrets after a key rotation
 
 API (over HTTP; --token or WEBHOOKS_API_TOKEN, --api-url or WEBHOOKS_API_URL):
   webhooks list|create|get|update|delete|rotate-secret                    manage webhooks
@@ -28,6 +30,7 @@ const commands: Record<string, (config: ReturnType<typeof loadConfig>, args: str
   webhooks: webhooksCommand,
   deliveries: deliveriesCommand,
   listen: listenCommand,
+  secrets: secretsCommand,
 };
 
 async function main(argv: string[]): Promise<void> {

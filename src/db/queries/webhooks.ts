@@ -2,6 +2,7 @@ import { and, arrayContains, asc, eq, ne } from 'drizzle-orm';
 import type { Database } from '../client.ts';
 import { deliveries, webhooks, type WebhookRow } from '../schema.ts';
 import { newId } from '../../ids.ts';
+import type { SecretBox } from '../../secrets.ts';
 
 /** Fields a customer sets on a webhook. */
 export interface WebhookInput {
@@ -96,4 +97,30 @@ export async function listSubscribedWebhooks(
       ),
     )
     .orderBy(asc(webhooks.id));
+}
+
+/**
+ * Re-encrypts, under the box's current key, every webhook secret sealed with an older key
+ * (after SECRET_ENCRYPTION_KEY was rotated). Each row is locked while it is resealed, so a
+ * concurrent rotate-secret is never overwritten. Returns how many were resealed.
+ */
+export async function resealWebhookSecrets(db: Database, box: SecretBox): Promise<number> {
+  const rows = await db.select({ id: webhooks.id, secretSealed: webhooks.secretSealed }).from(webhooks);
+  let resealed = 0;
+  for (const row of rows.filter((candidate) => box.sealedWithOldKey(candidate.secretSealed))) {
+    resealed += await db.transaction(async (tx) => {
+      const [current] = await tx
+        .select({ secretSealed: webhooks.secretSealed })
+        .from(webhooks)
+        .where(eq(webhooks.id, row.id))
+        .for('update');
+      if (!current || !box.sealedWithOldKey(current.secretSealed)) return 0;
+      await tx
+        .update(webhooks)
+        .set({ secretSealed: box.seal(box.open(current.secretSealed)) })
+        .where(eq(webhooks.id, row.id));
+      return 1;
+    });
+  }
+  return resealed;
 }

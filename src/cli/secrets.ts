@@ -1,0 +1,25 @@
+import { parseArgs } from 'node:util';
+import type { Config } from '../config.ts';
+import { resealWebhookSecrets } from '../db/queries/webhooks.ts';
+import { loadSecretBox } from '../service-secrets.ts';
+import { connectDatabase } from './database.ts';
+import { CliError } from './output.ts';
+
+const USAGE = `usage: secrets reseal [--json]
+  After rotating SECRET_ENCRYPTION_KEY (the old key moved to SECRET_ENCRYPTION_PREVIOUS_KEYS),
+  re-encrypts every webhook secret under the new key.`;
+
+/** `secrets reseal`: the last step of an encryption-key rotation. */
+export async function secretsCommand(config: Config, args: string[]): Promise<void> {
+  const [action, ...rest] = args;
+  if (action !== 'reseal') throw new CliError(USAGE);
+  const { values } = parseArgs({ args: rest, options: { json: { type: 'boolean', default: false } } });
+  const box = await loadSecretBox(config);
+  const database = await connectDatabase(config);
+  try {
+    const resealed = await resealWebhookSecrets(database.db, box);
+    console.log(values.json ? JSON.stringify({ resealed }) : `Resealed ${resealed} webhook secret${resealed === 1 ? '' : 's'} under the current key.`);
+  } finally {
+    await database.close();
+  }
+}

@@ -1,0 +1,49 @@
+import { eq } from 'drizzle-orm';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import type { DatabaseHandle } from '../src/db/client.ts';
+import { insertWebhook, resealWebhookSecrets } from '../src/db/queries/webhooks.ts';
+import { createApiKey } from '../src/db/queries/api-keys.ts';
+import { webhooks } from '../src/db/schema.ts';
+import { generateEncryptionKey, generateWebhookSecret, SecretBox } from '../src/secrets.ts';
+import { openTestDatabase } from './support/database.ts';
+
+let database: DatabaseHandle;
+beforeAll(async () => {
+  database = await openTestDatabase();
+});
+afterAll(() => database.close());
+
+it('rotates the encryption key: old rows open with the previous key, reseal moves them to the new one', async () => {
+  const oldKey = generateEncryptionKey();
+  const newKey = generateEncryptionKey();
+  const before = new SecretBox(oldKey);
+  const { key } = await createApiKey(database.db, { projectId: 'p', services: ['webhooks'] });
+  const secrets = [generateWebhookSecret(), generateWebhookSecret()];
+  const ids: string[] = [];
+  for (const secret of secrets) {
+    const row = await insertWebhook(database.db, 'p', {
+      apiKeyId: key.id, url: 'https://example.com', events: ['docauth.completed'], headers: {}, secretSealed: before.seal(secret),
+    });
+    ids.push(row.id);
+  }
+
+  expect(() => new SecretBox(newKey).open(before.seal('x'))).toThrow(/no encryption key with id/);
+  const after = new SecretBox(newKey, [oldKey]);
+  expect(await resealWebhookSecrets(database.db, after)).toBe(2);
+  expect(await resealWebhookSecrets(database.db, after)).toBe(0);
+
+  const onlyNew = new SecretBox(newKey);
+  for (const [i, id] of ids.entries()) {
+    const [row] = await database.db.select().from(webhooks).where(eq(webhooks.id, id));
+    expect(onlyNew.sealedWithOldKey(row!.secretSealed)).toBe(false);
+    expect(onlyNew.open(row!.secretSealed)).toBe(secrets[i]);
+  }
+});
+
+it('refuses a tampered ciphertext', () => {
+  const box = new SecretBox(generateEncryptionKey());
+  const sealed = box.seal('whsec_abc');
+  const parts = sealed.split(':');
+  parts[4] = Buffer.from('whsec_xyz').toString('base64');
+  expect(() => box.open(parts.join(':'))).toThrow();
+});
