@@ -52,6 +52,26 @@ describe('GET /metrics', () => {
   });
 });
 
+describe('a full run', () => {
+  it('leaves no secret, token or event data in any log line, workflow history, search attribute or memo', async () => {
+    const rotated = await h.request('POST', `/api-gateway/v2/webhooks/${webhookId}/rotate-secret`, { token });
+    const forbidden = [secret, rotated.body.data.secret, token, h.producerToken, data.request_id, ...Object.values(data.docauth_info)];
+    const seen: string[] = [...h.logs];
+    let workflows = 0;
+    for await (const execution of h.client.workflow.list({ query: `TaskQueue = "${h.taskQueue}"` })) {
+      const handle = h.client.workflow.getHandle(execution.workflowId, execution.runId);
+      seen.push(JSON.stringify(await handle.fetchHistory()), JSON.stringify((await handle.describe()).raw));
+      workflows += 1;
+    }
+    expect(workflows).toBeGreaterThan(0);
+    const everything = seen.join('\n');
+    for (const value of forbidden) {
+      expect(everything).not.toContain(value);
+      expect(everything).not.toContain(Buffer.from(JSON.stringify(value)).toString('base64'));
+    }
+  });
+});
+
 describe('logs', () => {
   it('are JSON lines carrying request, webhook and delivery ids, and never a secret, token or event data', () => {
     const entries = h.logs.map((line) => JSON.parse(line) as Record<string, unknown>);
