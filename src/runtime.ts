@@ -71,10 +71,9 @@ export async function startService(config: Config, role: Role, logger: Logger): 
       poolMax: config.database.poolMax,
     });
     closer.add('database pool', () => database.close());
-    if (role === 'all' || role === 'migrate') {
-      await database.migrate();
-      logger.info('database migrations applied');
-    }
+    // Every role migrates at start; the advisory lock makes replicas that start together safe.
+    await database.migrate();
+    logger.info('database migrations applied');
     if (role === 'migrate') {
       await closer.closeAll(logger);
       return { temporalAddress: '', stop: async () => {} };
