@@ -112,7 +112,11 @@ export async function startService(config: Config, role: Role, logger: Logger): 
     let workerDone: Promise<void> | undefined;
     if (role === 'all' || role === 'worker') {
       const sdkMetricsAddress = `127.0.0.1:${config.metrics.sdkPort}`;
-      installTemporalRuntime(logger, sdkMetricsAddress);
+      try {
+        installTemporalRuntime(logger, sdkMetricsAddress);
+      } catch (error) {
+        throw new Error(`cannot serve the Temporal SDK metrics on ${sdkMetricsAddress} (set TEMPORAL_SDK_METRICS_PORT): ${(error as Error).message}`);
+      }
       sdkMetricsUrl = `http://${sdkMetricsAddress}/metrics`;
       const added = await ensureSearchAttributes(connection, config.temporal.namespace);
       if (added.length > 0) logger.info({ added }, 'registered search attributes');
@@ -139,7 +143,13 @@ export async function startService(config: Config, role: Role, logger: Logger): 
           res.writeHead(200, { 'Content-Type': metrics.registry.contentType }).end(text),
         );
       });
-      await new Promise<void>((resolve) => metricsServer.listen(config.metrics.port, config.http.host, resolve));
+      await new Promise<void>((resolve, reject) => {
+        // A port in use must fail the start-up (and close what it opened), not crash the process.
+        metricsServer.once('error', (error) =>
+          reject(new Error(`cannot serve /metrics on ${config.http.host}:${config.metrics.port} (set METRICS_PORT): ${error.message}`)),
+        );
+        metricsServer.listen(config.metrics.port, config.http.host, resolve);
+      });
       closer.add('metrics server', () => new Promise((resolve) => metricsServer.close(resolve)));
       logger.info({ port: config.metrics.port }, 'worker metrics served on /metrics');
     }

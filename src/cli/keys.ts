@@ -25,15 +25,22 @@ export async function keysCommand(config: Config, args: string[]): Promise<void>
     },
   });
   if (!action || !['create', 'list', 'revoke'].includes(action)) throw new CliError(USAGE);
+  // Every argument is checked before connecting, so a mistake is reported as such.
+  const projectId = values.project;
+  const services = (values.services ?? '').split(',').map((s) => s.trim()).filter(Boolean);
+  const revokeId = positionals[0];
+  if (action === 'create') {
+    if (!projectId || !PROJECT_ID.test(projectId)) {
+      throw new CliError('--project is required: 1-128 characters of A-Z a-z 0-9 . _ : @ -');
+    }
+    if (services.length === 0) throw new CliError('--services is required, for example --services webhooks');
+  }
+  if (action === 'revoke' && !revokeId) throw new CliError('usage: keys revoke <key id>');
+
   const database = await connectDatabase(config);
   try {
     if (action === 'create') {
-      if (!values.project || !PROJECT_ID.test(values.project)) {
-        throw new CliError('--project is required: 1-128 characters of A-Z a-z 0-9 . _ : @ -');
-      }
-      const services = (values.services ?? '').split(',').map((s) => s.trim()).filter(Boolean);
-      if (services.length === 0) throw new CliError('--services is required, for example --services webhooks');
-      const { key, token } = await createApiKey(database.db, { projectId: values.project, services, name: values.name });
+      const { key, token } = await createApiKey(database.db, { projectId: projectId!, services, name: values.name });
       if (values.json) {
         console.log(JSON.stringify({ id: key.id, project_id: key.projectId, services: key.services, token }));
       } else {
@@ -41,7 +48,7 @@ export async function keysCommand(config: Config, args: string[]): Promise<void>
         console.log(`Token (shown only once, store it now):\n  ${token}`);
       }
     } else if (action === 'list') {
-      const keys = await listApiKeys(database.db, values.project);
+      const keys = await listApiKeys(database.db, projectId);
       const rows = keys.map((key) => ({
         id: key.id,
         project_id: key.projectId,
@@ -53,10 +60,8 @@ export async function keysCommand(config: Config, args: string[]): Promise<void>
       if (values.json) console.log(JSON.stringify(rows));
       else printTable(rows, ['id', 'project_id', 'services', 'name', 'created_at', 'revoked_at']);
     } else {
-      const id = positionals[0];
-      if (!id) throw new CliError('usage: keys revoke <key id>');
-      const key = await revokeApiKey(database.db, id);
-      if (!key) throw new CliError(`no active API key ${id}`);
+      const key = await revokeApiKey(database.db, revokeId!);
+      if (!key) throw new CliError(`no active API key ${revokeId}`);
       if (values.json) console.log(JSON.stringify({ id: key.id, revoked_at: key.revokedAt?.toISOString() }));
       else console.log(`Revoked API key ${key.id}.`);
     }

@@ -13,6 +13,7 @@ export interface EmbeddedPostgres {
 type StreamOptions = NonNullable<Parameters<PGlite['execProtocolRawStream']>[1]>;
 
 const SYNC_MESSAGE = new Uint8Array([0x53, 0, 0, 0, 4]); // 'S', length 4
+const ROLLBACK_MESSAGE = new Uint8Array([0x51, 0, 0, 0, 13, ...Buffer.from('ROLLBACK\0')]); // 'Q', length 13
 const READY_FOR_QUERY = 0x5a; // 'Z'
 const IDLE = 0x49; // 'I'
 
@@ -74,9 +75,13 @@ class SessionGate {
 
   /** Used by the queue only to abandon the work of a client that disconnected. */
   async exec(_query: string): Promise<void> {
-    // End an unfinished message sequence first: until a Sync, an extended-protocol error
-    // makes the server skip every message, the ROLLBACK included.
-    await this.#db.runExclusive(() => this.#db.execProtocolRawStream(SYNC_MESSAGE, { onRawData: () => {} }));
+    // A ROLLBACK as a simple query aborts an implicit transaction too (a Sync would commit
+    // it); after an extended-protocol error the server skips it, and the Sync ends the
+    // failed sequence. What is left then is a failed explicit block.
+    await this.#db.runExclusive(async () => {
+      await this.#db.execProtocolRawStream(ROLLBACK_MESSAGE, { onRawData: () => {} });
+      await this.#db.execProtocolRawStream(SYNC_MESSAGE, { onRawData: () => {} });
+    });
     if (this.#db.isInTransaction()) await this.#db.exec('ROLLBACK');
     this.#held = false;
   }
@@ -99,19 +104,33 @@ export const EMBEDDED_LOCK_FILE = 'webhooks-embedded.lock';
 /** Data folders this process has open (a pid in a lock file may be our own from a previous life). */
 const openHere = new Set<string>();
 
-function isAlive(pid: number): boolean {
+/** Start time of process `pid` (Linux: clock ticks since boot), or '' where /proc is missing. */
+async function startTime(pid: number): Promise<string> {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => '');
+  // Fields after the command name, which is in parentheses and may contain spaces; starttime is field 22.
+  return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19] ?? '';
+}
+
+/** Whether the process that wrote a lock (`pid start-time`) still runs; a reused pid does not count. */
+async function isAlive(owner: string): Promise<boolean> {
+  const [pidText, started = ''] = owner.trim().split(' ');
+  const pid = Number(pidText);
+  if (!pid || pid === process.pid) return false;
   try {
     process.kill(pid, 0);
-    return true;
   } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
+    if ((error as NodeJS.ErrnoException).code !== 'EPERM') return false;
   }
+  // After a container restart the pid may belong to another process now.
+  const current = await startTime(pid);
+  return !started || !current || current === started;
 }
 
 /**
  * Takes the data folder for this process. PGlite has no lock of its own: a second PGlite
  * on the same files, even one that only opens and closes them, crashes the first and
- * corrupts the database. The lock holds the owner's pid; a lock left by a dead process is taken over.
+ * corrupts the database. The lock holds the owner's pid and start time; a lock left by a
+ * process that is gone is taken over.
  */
 async function lockDataDir(dataDir: string): Promise<() => Promise<void>> {
   const dir = path.resolve(dataDir);
@@ -119,15 +138,15 @@ async function lockDataDir(dataDir: string): Promise<() => Promise<void>> {
   if (openHere.has(dir)) throw new Error(`the embedded database in ${dir} is already open in this process`);
   for (let attempt = 0; ; attempt += 1) {
     try {
-      await writeFile(lockFile, `${process.pid}\n`, { flag: 'wx' });
+      await writeFile(lockFile, `${process.pid} ${await startTime(process.pid)}\n`, { flag: 'wx' });
       break;
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'EEXIST' || attempt > 0) throw lockedError(dir, error);
     }
-    const owner = Number((await readFile(lockFile, 'utf8').catch(() => '')).trim());
-    if (owner && owner !== process.pid && isAlive(owner)) {
+    const owner = await readFile(lockFile, 'utf8').catch(() => '');
+    if (await isAlive(owner)) {
       throw new Error(
-        `the embedded database in ${dir} is in use by process ${owner} (is \`npm start\` running? ` +
+        `the embedded database in ${dir} is in use by process ${owner.trim().split(' ')[0]} (is \`npm start\` running? ` +
           'stop it first, or use another DATA_DIR)',
       );
     }

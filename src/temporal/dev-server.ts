@@ -1,5 +1,6 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream } from 'node:fs';
+import { createServer } from 'node:net';
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { Connection } from '@temporalio/client';
@@ -45,13 +46,17 @@ function devServerArgs(options: DevServerOptions): string[] {
   return args;
 }
 
-async function waitUntilServing(address: string, namespace: string, child: ChildProcess): Promise<void> {
+async function waitUntilServing(
+  address: string,
+  namespace: string,
+  child: ChildProcess,
+  failure: () => string | undefined,
+): Promise<void> {
   const deadline = Date.now() + READY_TIMEOUT_MS;
   let lastError: unknown;
   while (Date.now() < deadline) {
-    if (child.exitCode !== null || child.signalCode !== null) {
-      throw new Error(`the Temporal dev server exited (${child.exitCode ?? child.signalCode}) before it was ready`);
-    }
+    const failed = failure();
+    if (failed) throw new Error(failed);
     try {
       const connection = await Connection.connect({ address, connectTimeout: 1_000 });
       try {
@@ -68,22 +73,70 @@ async function waitUntilServing(address: string, namespace: string, child: Child
   throw new Error(`the Temporal dev server did not answer on ${address} within ${READY_TIMEOUT_MS / 1000} s: ${String(lastError)}`);
 }
 
-/** Stops a dev server left behind by a process that was killed before it could stop it. */
-async function stopLeftover(pidFile: string): Promise<void> {
+/** The command line of process `pid`, or '' when there is no such process. */
+async function commandLine(pid: number): Promise<string> {
+  const proc = await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => undefined);
+  if (proc !== undefined) return proc.replaceAll('\0', ' ');
+  // No /proc (macOS): ask ps.
+  return new Promise((resolve) =>
+    execFile('ps', ['-o', 'args=', '-p', String(pid)], (error, stdout) => resolve(error ? '' : stdout.trim())),
+  );
+}
+
+/**
+ * True once process `pid` has exited. Its command line is no test: the main thread of a Go
+ * program that is shutting down is already a zombie with an empty command line while its
+ * other threads still hold the ports.
+ */
+async function processGone(pid: number): Promise<boolean> {
+  try {
+    process.kill(pid, 0);
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'ESRCH';
+  }
+  // A zombie no one has reaped yet (PID 1 of a container may never) has released everything.
+  const status = await readFile(`/proc/${pid}/status`, 'utf8').catch(() => '');
+  return /^State:\s+Z/m.test(status) && /^Threads:\s+1$/m.test(status);
+}
+
+/**
+ * Stops a dev server left behind by a process that was killed before it could stop it:
+ * the pid in the pid file, if that process is still a dev server on this state folder.
+ */
+async function stopLeftover(pidFile: string, dbFile: string): Promise<void> {
   const pid = Number(await readFile(pidFile, 'utf8').catch(() => ''));
-  if (!pid) return;
-  const cmdline = await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '');
-  if (cmdline.includes('start-dev')) {
-    process.kill(pid, 'SIGTERM');
-    for (let i = 0; i < 50 && (await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '')); i += 1) {
-      await new Promise((resolve) => setTimeout(resolve, 100));
+  const cmdline = pid ? await commandLine(pid) : '';
+  if (cmdline.includes('start-dev') && cmdline.includes(dbFile)) {
+    for (const signal of ['SIGTERM', 'SIGKILL'] as const) {
+      try {
+        process.kill(pid, signal);
+      } catch {
+        break; // gone already
+      }
+      for (let i = 0; i < 100 && !(await processGone(pid)); i += 1) await new Promise((resolve) => setTimeout(resolve, 100));
+      if (await processGone(pid)) break;
     }
   }
   await rm(pidFile, { force: true });
 }
 
+function assertPortFree(host: string, port: number, variable: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once('error', (error: NodeJS.ErrnoException) =>
+      reject(
+        new Error(
+          `cannot start the Temporal dev server: ${host}:${port} is in use (${error.code ?? error.message}); ` +
+            `is another \`npm start\` running? Set ${variable}, or TEMPORAL_ADDRESS to use a running Temporal server`,
+        ),
+      ),
+    );
+    probe.listen(port, host, () => probe.close(() => resolve()));
+  });
+}
+
 function stopChild(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  if (child.pid === undefined || child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
   return new Promise((resolve) => {
     const force = setTimeout(() => child.kill('SIGKILL'), 10_000);
     child.once('exit', () => {
@@ -107,23 +160,41 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
 
   const pidFile = options.stateDir && path.join(options.stateDir, 'temporal.pid');
   if (options.stateDir) await mkdir(options.stateDir, { recursive: true });
-  if (pidFile) await stopLeftover(pidFile);
+  if (pidFile) await stopLeftover(pidFile, path.join(options.stateDir!, 'temporal.db'));
+  // Checked first: a Temporal server already on the port would answer the readiness probe
+  // while our own dev server fails to bind, and the service would quietly use someone else's.
+  await assertPortFree(options.ip ?? '127.0.0.1', options.port, 'TEMPORAL_PORT');
+  if (options.uiPort !== undefined) await assertPortFree(options.ip ?? '127.0.0.1', options.uiPort, 'TEMPORAL_UI_PORT');
   const child = spawn(cli, devServerArgs(options), { stdio: ['ignore', 'pipe', 'pipe'] });
-  const log = options.stateDir ? createWriteStream(path.join(options.stateDir, 'temporal.log'), { flags: 'a' }) : undefined;
-  if (log) {
-    child.stdout?.pipe(log);
-    child.stderr?.pipe(log);
-  } else {
-    child.stdout?.resume();
-    child.stderr?.resume();
+  let spawnError: Error | undefined;
+  child.once('error', (error) => (spawnError = error));
+  // The last output, for the error message when the server does not come up.
+  let tail = '';
+  const keepTail = (chunk: Buffer) => (tail = (tail + chunk.toString()).slice(-2_000));
+  child.stdout?.on('data', keepTail);
+  child.stderr?.on('data', keepTail);
+  if (options.stateDir) {
+    const log = createWriteStream(path.join(options.stateDir, 'temporal.log'), { flags: 'a' });
+    // Not pipe(): the first of the two streams to end would end the log under the other.
+    child.stdout?.on('data', (chunk: Buffer) => log.write(chunk));
+    child.stderr?.on('data', (chunk: Buffer) => log.write(chunk));
+    child.once('close', () => log.end());
   }
   if (pidFile && child.pid) await writeFile(pidFile, String(child.pid));
   const stop = async () => {
     await stopChild(child);
-    if (pidFile) await rm(pidFile, { force: true });
+    // Only our own pid file: after a crash, a newer dev server may have written its own.
+    if (pidFile && (await readFile(pidFile, 'utf8').catch(() => '')).trim() === String(child.pid)) {
+      await rm(pidFile, { force: true });
+    }
+  };
+  const failure = () => {
+    if (spawnError) return `cannot run the Temporal CLI ${cli}: ${spawnError.message}`;
+    if (child.exitCode === null && child.signalCode === null) return undefined;
+    return `the Temporal dev server exited (${child.exitCode ?? child.signalCode}) before it was ready${tail.trim() ? `:\n${tail.trim()}` : ''}`;
   };
   try {
-    await waitUntilServing(address, options.namespace, child);
+    await waitUntilServing(address, options.namespace, child, failure);
   } catch (error) {
     await stop();
     throw error;

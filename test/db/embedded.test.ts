@@ -1,7 +1,7 @@
 import { execFile } from 'node:child_process';
 import { once } from 'node:events';
 import { existsSync } from 'node:fs';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -205,6 +205,18 @@ describe('the embedded database served over the socket', () => {
     }
   });
 
+  it('rolls back the unsynced statement of a client that disconnects and serves the others', async () => {
+    const b = connect();
+    await b`delete from items`;
+    const a = await rawClient(server.url);
+    await a.executeWithoutSync("insert into items values (51, 'abandoned')");
+    const bQuery = b`select count(*)::int as n from items`;
+    a.close();
+
+    expect(await bQuery).toEqual([{ n: 0 }]);
+    expect(await b`insert into items values (52, 'after') returning id`).toEqual([{ id: 52 }]);
+  });
+
   it('gives every client the answer to its own queries when many run at once', async () => {
     const pool = Array.from({ length: 6 }, () => connect());
     const answers = await Promise.all(
@@ -242,7 +254,7 @@ describe('the embedded database served over the socket', () => {
   it('refuses a second process on the same data folder and keeps serving the first', async () => {
     const a = connect();
     await a`insert into items values (30, 'kept') on conflict (id) do nothing`;
-    expect((await readFile(path.join(dataDir, EMBEDDED_LOCK_FILE), 'utf8')).trim()).toBe(String(process.pid));
+    expect((await readFile(path.join(dataDir, EMBEDDED_LOCK_FILE), 'utf8')).trim()).toMatch(new RegExp(`^${process.pid} \\d+$`));
 
     // `npm run migrate` while `npm start` runs, with another PGLITE_PORT: it must not open the files.
     const env: NodeJS.ProcessEnv = { ...process.env, DATA_DIR: tmp, PGLITE_PORT: String(await freePort()) };
@@ -263,14 +275,16 @@ describe('the embedded database served over the socket', () => {
     expect(result.code).toBe(1);
     expect(result.output).toContain(`in use by process ${process.pid}`);
     expect(await a`select label from items where id = 30`).toEqual([{ label: 'kept' }]);
-  });
+  }, 120_000);
 
-  it('keeps the data when the server stops and starts again on the same folder', async () => {
+  it('keeps the data when the server stops and starts again on the same folder, past a stale lock', async () => {
     const a = connect();
     await a`insert into items values (40, 'durable') on conflict (id) do nothing`;
     await Promise.all(clients.splice(0).map((client) => client.end({ timeout: 5 })));
     await server.stop();
     expect(existsSync(path.join(dataDir, EMBEDDED_LOCK_FILE))).toBe(false);
+    // A lock left by a killed process whose pid now belongs to another process (a container restart).
+    await writeFile(path.join(dataDir, EMBEDDED_LOCK_FILE), '1 999999999999\n');
 
     server = await startEmbeddedPostgres(dataDir, await freePort());
 

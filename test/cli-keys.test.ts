@@ -1,0 +1,138 @@
+import { execFile } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openDatabase, type DatabaseHandle } from '../src/db/client.ts';
+import { startEmbeddedPostgres, type EmbeddedPostgres } from '../src/db/embedded.ts';
+import { authenticateToken } from '../src/db/queries/api-keys.ts';
+import { freePort } from './support/ports.ts';
+
+const projectRoot = path.resolve(import.meta.dirname, '..');
+
+let tmp: string;
+let pglitePort: number;
+let embedded: EmbeddedPostgres;
+let database: DatabaseHandle;
+
+interface CliResult {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/**
+ * Runs the CLI as `npm run cli` does, in embedded mode against PGLITE_PORT. Asynchronous on
+ * purpose: the database it talks to is served by this test process.
+ */
+function cli(args: string[], port = pglitePort): Promise<CliResult> {
+  const env: NodeJS.ProcessEnv = { ...process.env, PGLITE_PORT: String(port), DATA_DIR: tmp };
+  delete env.DATABASE_URL;
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      ['--import', 'tsx', 'src/cli/index.ts', ...args],
+      { cwd: projectRoot, env, timeout: 60_000 },
+      (error, stdout, stderr) => {
+        resolve({ code: error ? ((error as { code?: number }).code ?? null) : 0, stdout, stderr });
+      },
+    );
+  });
+}
+
+function expectOneLineError(result: CliResult, pattern: RegExp): void {
+  expect(result.code).toBe(1);
+  expect(result.stdout).toBe('');
+  expect(result.stderr.trimEnd().split('\n')).toHaveLength(1);
+  expect(result.stderr).toMatch(pattern);
+}
+
+beforeAll(async () => {
+  tmp = await mkdtemp(path.join(os.tmpdir(), 'cli-keys-test-'));
+  pglitePort = await freePort();
+  embedded = await startEmbeddedPostgres(path.join(tmp, 'pglite'), pglitePort);
+  database = await openDatabase({ kind: 'postgres', url: embedded.url, poolMax: 2 });
+  await database.migrate();
+});
+afterAll(async () => {
+  await database?.close();
+  await embedded?.stop();
+  await rm(tmp, { recursive: true, force: true });
+});
+
+describe('the keys CLI against the embedded database', { timeout: 120_000 }, () => {
+  let created: { id: string; project_id: string; services: string[]; token: string };
+
+  it('creates a key and prints it as one JSON object with the token', async () => {
+    const result = await cli(['keys', 'create', '--project', 'p', '--services', 'webhooks', '--json']);
+
+    expect(result.stderr).toBe('');
+    expect(result.code).toBe(0);
+    const lines = result.stdout.trimEnd().split('\n');
+    expect(lines).toHaveLength(1);
+    created = JSON.parse(lines[0]!);
+    expect(created).toEqual({
+      id: expect.stringMatching(/^key_[0-9a-z]{26}$/),
+      project_id: 'p',
+      services: ['webhooks'],
+      token: expect.stringMatching(/^sk_[0-9a-z]{26}_[A-Za-z0-9_-]{43}$/),
+    });
+  });
+
+  it('prints a token that authenticates as that key', async () => {
+    const key = await authenticateToken(database.db, created.token);
+
+    expect(key).toMatchObject({ id: created.id, projectId: 'p', services: ['webhooks'], revokedAt: null });
+    expect(await authenticateToken(database.db, `${created.token.slice(0, -1)}x`)).toBeUndefined();
+  });
+
+  it('lists the key without its token or hash', async () => {
+    const result = await cli(['keys', 'list', '--json']);
+
+    expect(result.code).toBe(0);
+    const keys = JSON.parse(result.stdout) as Record<string, unknown>[];
+    expect(keys).toContainEqual(
+      expect.objectContaining({ id: created.id, project_id: 'p', services: ['webhooks'], created_at: expect.any(String) }),
+    );
+    for (const key of keys) expect(Object.keys(key).sort()).toEqual(['created_at', 'id', 'project_id', 'services']);
+    expect(result.stdout).not.toContain(created.token.slice(-43));
+    expect(result.stdout).not.toMatch(/token|hash/i);
+  });
+
+  it('revokes the key, after which its token finds a revoked key', async () => {
+    const result = await cli(['keys', 'revoke', created.id]);
+
+    expect(result.code).toBe(0);
+    expect(result.stdout).toContain(created.id);
+    const key = await authenticateToken(database.db, created.token);
+    expect(key?.id).toBe(created.id);
+    expect(key?.revokedAt).toBeInstanceOf(Date);
+  });
+
+  it('fails with one line on stderr for an unknown command', async () => {
+    expectOneLineError(await cli(['frobnicate']), /^error: unknown command "frobnicate"/);
+  });
+
+  it('fails with one line on stderr when --project is missing', async () => {
+    expectOneLineError(await cli(['keys', 'create', '--services', 'webhooks']), /^error: --project is required/);
+  });
+
+  it('fails with one line on stderr when revoking an unknown key', async () => {
+    expectOneLineError(await cli(['keys', 'revoke', 'key_00000000000000000000000000']), /^error: no active API key key_0{26}$/m);
+  });
+
+  it('fails with one line on stderr when revoking an already revoked key', async () => {
+    expectOneLineError(await cli(['keys', 'revoke', created.id]), /^error: no active API key /);
+  });
+
+  it('tells to run `npm start` or set DATABASE_URL when nothing serves the embedded database', async () => {
+    const result = await cli(['keys', 'list'], await freePort());
+
+    expectOneLineError(result, /npm start/);
+    expect(result.stderr).toMatch(/DATABASE_URL/);
+  });
+
+  it('checks its arguments before connecting, so a mistake is reported even with no database', async () => {
+    expectOneLineError(await cli(['keys', 'create', '--services', 'webhooks'], await freePort()), /--project is required/);
+  });
+});

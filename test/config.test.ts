@@ -1,0 +1,132 @@
+import { spawnSync } from 'node:child_process';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { ConfigError, parseConfig } from '../src/config.ts';
+
+const projectRoot = path.resolve(import.meta.dirname, '..');
+const KEY_32_BYTES = Buffer.alloc(32, 7).toString('base64');
+
+function configError(env: NodeJS.ProcessEnv): ConfigError {
+  try {
+    parseConfig(env);
+  } catch (error) {
+    expect(error).toBeInstanceOf(ConfigError);
+    return error as ConfigError;
+  }
+  throw new Error(`parseConfig accepted ${JSON.stringify(env)}`);
+}
+
+describe('parseConfig', () => {
+  it('gives the documented defaults for an empty environment', () => {
+    const config = parseConfig({});
+
+    expect(config.http).toEqual({ port: 8080, host: '127.0.0.1' });
+    expect(config.dataDir).toBe(path.resolve('.data'));
+    expect(config.database).toEqual({
+      kind: 'pglite',
+      dataDir: path.join(path.resolve('.data'), 'pglite'),
+      port: 5433,
+      poolMax: 10,
+    });
+    expect(config.temporal).toMatchObject({
+      address: undefined,
+      namespace: 'default',
+      taskQueue: 'webhook-deliveries',
+      port: 7233,
+      uiPort: 8233,
+      cliPath: undefined,
+      workflowBundlePath: path.resolve('dist/workflow-bundle.js'),
+    });
+    expect(config.logLevel).toBe('info');
+    expect(config.secretEncryptionKey).toBeUndefined();
+    expect(config.eventProducerToken).toBeUndefined();
+    expect(config.delivery).toEqual({ timeoutMs: 30_000, allowPrivateTargets: false, caFile: undefined });
+  });
+
+  it('uses DATABASE_URL and TEMPORAL_ADDRESS when they are set', () => {
+    const config = parseConfig({
+      DATABASE_URL: 'postgres://user:pw@db.internal:5432/webhooks',
+      DATABASE_POOL_MAX: '25',
+      TEMPORAL_ADDRESS: 'temporal:7233',
+      TEMPORAL_NAMESPACE: 'webhooks',
+    });
+
+    expect(config.database).toEqual({ kind: 'postgres', url: 'postgres://user:pw@db.internal:5432/webhooks', poolMax: 25 });
+    expect(config.temporal.address).toBe('temporal:7233');
+    expect(config.temporal.namespace).toBe('webhooks');
+  });
+
+  it('reads every other variable it documents', () => {
+    const config = parseConfig({
+      PORT: '9090',
+      HOST: '0.0.0.0',
+      DATA_DIR: '/var/lib/webhooks',
+      PGLITE_PORT: '6543',
+      TEMPORAL_PORT: '17233',
+      TEMPORAL_UI_PORT: '18233',
+      TEMPORAL_TASK_QUEUE: 'q',
+      LOG_LEVEL: 'silent',
+      SECRET_ENCRYPTION_KEY: KEY_32_BYTES,
+      EVENT_PRODUCER_TOKEN: 'p'.repeat(32),
+      DELIVERY_TIMEOUT_MS: '5000',
+      DELIVERY_ALLOW_PRIVATE_TARGETS: 'true',
+      DELIVERY_CA_FILE: '/etc/ca.pem',
+    });
+
+    expect(config.http).toEqual({ port: 9090, host: '0.0.0.0' });
+    expect(config.database).toMatchObject({ kind: 'pglite', dataDir: '/var/lib/webhooks/pglite', port: 6543 });
+    expect(config.temporal).toMatchObject({ port: 17233, uiPort: 18233, taskQueue: 'q' });
+    expect(config.logLevel).toBe('silent');
+    expect(config.secretEncryptionKey).toBe(KEY_32_BYTES);
+    expect(config.eventProducerToken).toBe('p'.repeat(32));
+    expect(config.delivery).toEqual({ timeoutMs: 5000, allowPrivateTargets: true, caFile: '/etc/ca.pem' });
+  });
+
+  it('accepts a bracketed IPv6 TEMPORAL_ADDRESS', () => {
+    expect(parseConfig({ TEMPORAL_ADDRESS: '[::1]:7233' }).temporal.address).toBe('[::1]:7233');
+  });
+
+  it('treats empty DATABASE_URL and TEMPORAL_ADDRESS as unset, as an env file with blank lines does', () => {
+    const config = parseConfig({ DATABASE_URL: '', TEMPORAL_ADDRESS: ' ' });
+
+    expect(config.database.kind).toBe('pglite');
+    expect(config.temporal.address).toBeUndefined();
+  });
+
+  it.each([
+    ['PORT', 'abc'],
+    ['PORT', '70000'],
+    ['PORT', '0x50'],
+    ['PGLITE_PORT', ''],
+    ['DATABASE_URL', 'mysql://x'],
+    ['TEMPORAL_ADDRESS', 'nohostport'],
+    ['LOG_LEVEL', 'loud'],
+    ['SECRET_ENCRYPTION_KEY', 'short'],
+    ['DELIVERY_ALLOW_PRIVATE_TARGETS', 'yes'],
+  ])('rejects %s=%s with a ConfigError that names the variable', (variable, value) => {
+    const error = configError({ [variable]: value });
+
+    expect(error.message).toMatch(new RegExp(`^  ${variable}: `, 'm'));
+    expect(error.message.split('\n')).toHaveLength(2);
+  });
+
+  it('names every bad variable at once', () => {
+    const error = configError({ PORT: 'abc', LOG_LEVEL: 'loud', DATABASE_URL: 'mysql://x', DELIVERY_TIMEOUT_MS: '-1' });
+
+    for (const variable of ['PORT', 'LOG_LEVEL', 'DATABASE_URL', 'DELIVERY_TIMEOUT_MS']) {
+      expect(error.message).toMatch(new RegExp(`^  ${variable}: `, 'm'));
+    }
+  });
+});
+
+describe('the service started with a bad configuration', () => {
+  it('exits non-zero and says which variable is wrong', () => {
+    const env: NodeJS.ProcessEnv = { ...process.env, PORT: 'abc' };
+    delete env.DATABASE_URL;
+    const result = spawnSync('npx', ['tsx', 'src/main.ts'], { cwd: projectRoot, env, encoding: 'utf8', timeout: 60_000 });
+
+    expect(result.status).not.toBe(0);
+    expect(result.status).not.toBeNull();
+    expect(result.stderr).toMatch(/^ {2}PORT: /m);
+  }, 120_000);
+});
