@@ -23,8 +23,14 @@ async function configuredOrEmbedded(
   if (stored?.trim()) return { value: stored.trim(), file };
   await mkdir(config.dataDir, { recursive: true });
   const made = make();
-  await writeFile(file, `${made}\n`, { mode: 0o600 });
-  return { value: made, file };
+  try {
+    // 'wx': when two processes start on a fresh DATA_DIR, the first file wins and both use it.
+    await writeFile(file, `${made}\n`, { mode: 0o600, flag: 'wx' });
+    return { value: made, file };
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+    return { value: (await readFile(file, 'utf8')).trim(), file };
+  }
 }
 
 /** The box that seals webhook secrets: SECRET_ENCRYPTION_KEY, and the previous keys still accepted for opening. */
