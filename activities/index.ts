@@ -1,6 +1,8 @@
 import { ApplicationFailure, Context } from '@temporalio/activity';
+import { and, eq } from 'drizzle-orm';
 import type { Logger } from 'pino';
 import type { Database } from '../src/db/client.ts';
+import { deliveryAttempts } from '../src/db/schema.ts';
 import {
   beginAttempt,
   finishAttempt,
@@ -56,6 +58,15 @@ export function createActivities({ db, secretBox, sender, logger, metrics }: Act
           nonRetryable: true,
           category: 'BENIGN',
         });
+      }
+      if (delivery.status === 'processing') {
+        // An earlier attempt never recorded its outcome (its worker died, or the database was
+        // down when it finished). Close its row the way markDeadLetter does, so a delivery that
+        // succeeds later shows no attempt "in progress" forever.
+        await db
+          .update(deliveryAttempts)
+          .set({ outcome: 'timeout', error: 'the attempt did not report back in time' })
+          .where(and(eq(deliveryAttempts.deliveryId, deliveryId), eq(deliveryAttempts.outcome, 'in_progress')));
       }
       const startedAt = new Date();
       const attempt = await beginAttempt(db, deliveryId, startedAt);

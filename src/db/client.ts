@@ -36,11 +36,18 @@ const MIGRATION_LOCK_KEY = 727_001;
  */
 export async function openDatabase(target: DatabaseTarget): Promise<DatabaseHandle> {
   if (target.kind === 'postgres') {
-    const client = postgres(target.url, {
-      max: target.poolMax ?? 10,
-      onnotice: () => {},
-      connect_timeout: 10,
-    });
+    const client = abandonTransactionsOfLostConnections(
+      postgres(target.url, {
+        max: target.poolMax ?? 10,
+        onnotice: () => {},
+        connect_timeout: 10,
+        // Seconds a connection waits before reconnecting after a failure. The driver's default
+        // grows to 10-20 s after a few refused connects, and every query queued on the pool
+        // waits that long: a request made while Postgres is down would hang for up to 20 s, and
+        // the service would stay unready that long after Postgres is back. At most ~1 s instead.
+        backoff: (retries: number) => Math.min(0.05 * 2 ** retries, 1) * (0.5 + Math.random() / 2),
+      }),
+    );
     return {
       db: drizzlePostgres(client, { schema }),
       target,
@@ -57,6 +64,48 @@ export async function openDatabase(target: DatabaseTarget): Promise<DatabaseHand
     migrate: () => migratePglite(db, { migrationsFolder: MIGRATIONS_FOLDER }),
     close: () => client.close(),
   };
+}
+
+/** Error codes meaning a connection died under a transaction: driver, socket, server shutdown (57P01/57P02). */
+const CONNECTION_LOST_CODES = new Set(['CONNECTION_CLOSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', '57P01', '57P02']);
+
+function isConnectionLoss(error: unknown): boolean {
+  for (let cause = error, depth = 0; cause && typeof cause === 'object' && depth < 5; depth += 1) {
+    if (CONNECTION_LOST_CODES.has(String((cause as { code?: unknown }).code))) return true;
+    cause = (cause as { cause?: unknown }).cause;
+  }
+  return false;
+}
+
+/**
+ * Works around a postgres.js 3.4.9 crash (porsager/postgres#1154, #1208): when the connection
+ * of a transaction dies (Postgres stopped or restarted), the failing query makes `begin()`
+ * write ROLLBACK to that connection after the driver has dropped its socket; the write runs
+ * in a setImmediate and throws a TypeError nothing can catch, which kills the process.
+ *
+ * So a transaction callback that fails because its connection is gone is left pending
+ * instead: `begin()` still rejects, by itself, when the driver reports the connection closed
+ * (its race on the connection's close), and the pointless ROLLBACK is never written (the
+ * server rolled the transaction back when the session ended). Callbacks must only use the
+ * transaction handle, so such an error always comes from the connection that closes.
+ */
+function abandonTransactionsOfLostConnections(client: postgres.Sql): postgres.Sql {
+  const begin = client.begin.bind(client) as (...args: unknown[]) => Promise<unknown>;
+  const guardedBegin = (...args: unknown[]) => {
+    const callback = args.pop() as (sql: unknown) => unknown;
+    return begin(...args, async (sql: unknown) => {
+      try {
+        const result = callback(sql);
+        return await (Array.isArray(result) ? Promise.all(result) : result);
+      } catch (error) {
+        if (isConnectionLoss(error)) return new Promise<never>(() => {});
+        throw error;
+      }
+    });
+  };
+  return new Proxy(client, {
+    get: (target, property, receiver) => (property === 'begin' ? guardedBegin : Reflect.get(target, property, receiver)),
+  });
 }
 
 async function migratePostgresLocked(url: string): Promise<void> {

@@ -1,13 +1,13 @@
 /**
  * The service as it runs in production, assembled from real processes for one fault
- * scenario: a PostgreSQL 15 server of its own (Debian binaries, temp dir, free port), a
+ * scenario: a PostgreSQL server of its own (Debian's binaries, temp dir, free port), a
  * Temporal dev server on a SQLite file, and the API and the worker as separate
  * `node --import tsx src/main.ts <role>` processes. Every part can be killed and started
  * again; nothing here is mocked.
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { createWriteStream, existsSync } from 'node:fs';
+import { createWriteStream, existsSync, readdirSync } from 'node:fs';
 import { appendFile, mkdir, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -22,7 +22,15 @@ import { freePort } from '../support/ports.ts';
 
 const run = promisify(execFile);
 export const REPO_ROOT = fileURLToPath(new URL('../..', import.meta.url));
-const PG_BIN = process.env.FAULTS_PG_BIN ?? '/usr/lib/postgresql/15/bin';
+/** The newest PostgreSQL of Debian's packages (`/usr/lib/postgresql/<major>/bin`), unless FAULTS_PG_BIN says. */
+const PG_BIN = process.env.FAULTS_PG_BIN ?? newestDebianPostgres();
+
+function newestDebianPostgres(): string {
+  const root = '/usr/lib/postgresql';
+  const majors = existsSync(root) ? readdirSync(root).filter((name) => /^\d+$/.test(name)).map(Number) : [];
+  if (majors.length === 0) throw new Error(`no PostgreSQL server under ${root}: install Debian's postgresql package or set FAULTS_PG_BIN`);
+  return path.join(root, String(Math.max(...majors)), 'bin');
+}
 const asRoot = process.getuid?.() === 0;
 /**
  * Where the scenario's state lives (Postgres data, the Temporal SQLite file, logs): tmpfs when
@@ -232,12 +240,12 @@ export class ServiceProcess {
     await this.#exited;
   }
 
-  /** SIGTERM (graceful), SIGKILL after 15 s. */
-  async stop(): Promise<void> {
+  /** SIGTERM (graceful), SIGKILL after `graceMs`. */
+  async stop(graceMs = 15_000): Promise<void> {
     if (!this.running) return;
     this.#expectExit = true;
     const child = this.#child!;
-    const force = setTimeout(() => child.kill('SIGKILL'), 15_000);
+    const force = setTimeout(() => child.kill('SIGKILL'), graceMs);
     child.kill('SIGTERM');
     await this.#exited;
     clearTimeout(force);
@@ -264,6 +272,8 @@ export interface Cluster {
   readonly api: ServiceProcess;
   readonly worker: ServiceProcess;
   readonly apiUrl: string;
+  /** The worker's /metrics (its own and the Temporal SDK's). */
+  readonly workerMetricsUrl: string;
   readonly producerToken: string;
   /** The test's own connection to the scenario's database (for keys and for polling). */
   readonly db: DatabaseHandle['db'];
@@ -337,7 +347,8 @@ export async function startCluster(name: string, caFile: string): Promise<Cluste
       logDir,
       () => httpOk(`http://127.0.0.1:${workerMetricsPort}/metrics`),
     );
-    stops.push(() => api.stop(), () => worker.stop());
+    // At the end of a scenario nothing is left to drain: a short grace keeps the suite fast.
+    stops.push(() => api.stop(3_000), () => worker.stop(3_000));
     await Promise.all([api.start(), worker.start()]);
 
     const database = await openDatabase({ kind: 'postgres', url: postgres.url, poolMax: 4 });
@@ -350,6 +361,7 @@ export async function startCluster(name: string, caFile: string): Promise<Cluste
       api,
       worker,
       apiUrl,
+      workerMetricsUrl: `http://127.0.0.1:${workerMetricsPort}/metrics`,
       producerToken,
       db: database.db,
       async createKey() {
