@@ -134,6 +134,7 @@ export class Publisher {
   readonly done: Promise<void>;
   #accepted = 0;
   #inFlight = 0;
+  #paced = true;
   readonly startedAt = Date.now();
   finishedAt: number | undefined;
 
@@ -163,6 +164,11 @@ export class Publisher {
     return this.#inFlight;
   }
 
+  /** Drops the pacing: every lane publishes back to back from now on, so calls pile up in flight. */
+  surge(): void {
+    this.#paced = false;
+  }
+
   /** Resolves once `n` events have been accepted (202). */
   whenAccepted(n: number, timeoutMs = 120_000): Promise<number> {
     return waitFor(`${n} accepted events`, () => this.#accepted >= n && this.#accepted, { timeoutMs, intervalMs: 20 });
@@ -176,7 +182,7 @@ export class Publisher {
         const index = next;
         next += 1;
         if (index >= this.records.length) return;
-        if (ratePerSecond) {
+        if (ratePerSecond && this.#paced) {
           const due = this.startedAt + (index * 1000) / ratePerSecond;
           if (due > Date.now()) await sleep(due - Date.now());
         }
