@@ -30,6 +30,20 @@ export interface DevServerOptions {
 
 const READY_TIMEOUT_MS = 60_000;
 
+/**
+ * Server settings beyond the CLI's defaults. Eager activity dispatch saves a task-queue round
+ * trip per send. A state file gets SQLite's write-ahead log with `synchronous=NORMAL`: commits
+ * survive any process crash (only a power loss can drop the last ones, never corrupt the file),
+ * and the dev server completes 2.3 times as many delivery workflows per second as with its
+ * default rollback journal (docs/performance.md).
+ */
+function tuningArgs(options: DevServerOptions): string[] {
+  return [
+    '--dynamic-config-value', 'system.enableActivityEagerExecution=true',
+    ...(options.stateDir ? ['--sqlite-pragma', 'journal_mode=wal', '--sqlite-pragma', 'synchronous=normal'] : []),
+  ];
+}
+
 function devServerArgs(options: DevServerOptions): string[] {
   const args = [
     'server', 'start-dev',
@@ -37,7 +51,7 @@ function devServerArgs(options: DevServerOptions): string[] {
     '--port', String(options.port),
     '--namespace', options.namespace,
     '--log-level', 'warn',
-    '--dynamic-config-value', 'system.enableActivityEagerExecution=true',
+    ...tuningArgs(options),
   ];
   for (const key of SEARCH_ATTRIBUTES) args.push('--search-attribute', `${key.name}=Keyword`);
   if (options.stateDir) args.push('--db-filename', path.join(options.stateDir, 'temporal.db'));
@@ -219,7 +233,7 @@ async function startDownloadedDevServer(
         ...(options.uiPort !== undefined ? { uiPort: options.uiPort } : {}),
         ...(options.stateDir ? { dbFilename: path.join(options.stateDir, 'temporal.db') } : {}),
         searchAttributes: [...SEARCH_ATTRIBUTES],
-        extraArgs: ['--dynamic-config-value', 'system.enableActivityEagerExecution=true'],
+        extraArgs: tuningArgs(options),
       },
     });
   } catch (error) {
