@@ -37,6 +37,7 @@ const environmentSchema = z.object({
   ),
   TEMPORAL_NAMESPACE: z.string().min(1).default('default'),
   TEMPORAL_TASK_QUEUE: z.string().min(1).default('webhook-deliveries'),
+  WORKER_MAX_CACHED_WORKFLOWS: z.coerce.number().int().min(0).max(100_000).default(250),
   TEMPORAL_PORT: port.default(7233),
   TEMPORAL_UI_PORT: port.default(8233),
   TEMPORAL_CLI_PATH: optionalString,
@@ -98,6 +99,8 @@ function toConfig(env: z.infer<typeof environmentSchema>) {
       uiPort: env.TEMPORAL_UI_PORT,
       cliPath: env.TEMPORAL_CLI_PATH,
       workflowBundlePath: path.resolve(env.WORKFLOW_BUNDLE_PATH),
+      /** Workflows a worker keeps in memory between their tasks; the rest are replayed when they wake. */
+      maxCachedWorkflows: env.WORKER_MAX_CACHED_WORKFLOWS,
     },
     metrics: {
       /** Port of the worker role's own /metrics server (the API serves /metrics itself). */

@@ -6,7 +6,7 @@ import { createApp } from './app.ts';
 import { startHttpServer } from './http-server.ts';
 import type { Config } from './config.ts';
 import { openDatabase, type DatabaseHandle } from './db/client.ts';
-import { startEmbeddedPostgres } from './db/embedded.ts';
+import { spawnEmbeddedPostgres } from './db/embedded.ts';
 import { createMetrics, renderMetrics } from './metrics.ts';
 import { loadProducerToken, loadSecretBox } from './service-secrets.ts';
 import { startDevServer } from './temporal/dev-server.ts';
@@ -57,10 +57,10 @@ export async function startService(config: Config, role: Role, logger: Logger): 
     if (config.database.kind === 'postgres') {
       databaseUrl = config.database.url;
     } else if (role === 'all' || role === 'migrate') {
-      const embedded = await startEmbeddedPostgres(config.database.dataDir, config.database.port);
+      const embedded = await spawnEmbeddedPostgres(config.database.dataDir, config.database.port);
       closer.add('embedded database', () => embedded.stop());
       databaseUrl = embedded.url;
-      logger.info({ url: embedded.url }, 'embedded PGlite database served on loopback');
+      logger.info({ url: embedded.url, pid: embedded.pid }, 'embedded PGlite database served on loopback by its own process');
     } else {
       // Another process (`npm start`) owns the embedded database; connect to it.
       databaseUrl = `postgres://postgres@127.0.0.1:${config.database.port}/postgres`;
@@ -131,6 +131,7 @@ export async function startService(config: Config, role: Role, logger: Logger): 
         metrics,
         delivery: config.delivery,
         workflowBundlePath: config.temporal.workflowBundlePath,
+        maxCachedWorkflows: config.temporal.maxCachedWorkflows,
       });
       closer.add('worker', () => worker.stop());
       workerDone = worker.done;

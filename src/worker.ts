@@ -25,6 +25,8 @@ export interface DeliveryWorkerOptions {
   logger: Logger;
   metrics: Metrics;
   delivery: { timeoutMs: number; allowPrivateTargets: boolean; caFile?: string | undefined };
+  /** Workflows kept in memory between their tasks (the SDK's default grows with the heap limit). */
+  maxCachedWorkflows: number;
   /** A bundle made by `npm run build:workflows`; used when the file exists. */
   workflowBundlePath?: string | undefined;
   /** Outbox sweep period; 0 turns the sweep off. */
@@ -73,6 +75,7 @@ export async function startDeliveryWorker(options: DeliveryWorkerOptions): Promi
       logger: options.logger.child({ component: 'activity' }),
       metrics: options.metrics,
     }),
+    maxCachedWorkflows: options.maxCachedWorkflows,
     shutdownGraceTime: '35s',
   });
   options.logger.info({ taskQueue: options.taskQueue, bundle: bundle ?? 'compiled at start' }, 'worker started');

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { Connection } from '@temporalio/client';
 import postgres from 'postgres';
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
-import { startEmbeddedPostgres } from '../src/db/embedded.ts';
+import { EMBEDDED_LOCK_FILE, startEmbeddedPostgres } from '../src/db/embedded.ts';
 import { freePort } from './support/ports.ts';
 
 const projectRoot = path.resolve(import.meta.dirname, '..');
@@ -140,9 +140,14 @@ async function temporalPid(dataDir: string): Promise<number> {
   return Number((await readFile(path.join(dataDir, 'temporal', 'temporal.pid'), 'utf8')).trim());
 }
 
-/** Everything the service started is gone: the dev server's process and every port. */
-async function expectNothingLeft(pid: number, ports: Ports): Promise<void> {
-  expect(isRunning(pid)).toBe(false);
+/** The pid of the embedded database process, from its lock file. */
+async function databasePid(dataDir: string): Promise<number> {
+  return Number((await readFile(path.join(dataDir, 'pglite', EMBEDDED_LOCK_FILE), 'utf8')).split(' ')[0]);
+}
+
+/** Everything the service started is gone: the dev server's and the database's processes and every port. */
+async function expectNothingLeft(pids: number[], ports: Ports): Promise<void> {
+  expect(pids.filter(isRunning)).toEqual([]);
   const free = await Promise.all(Object.values(ports).map((port) => portIsFree(port)));
   expect(Object.fromEntries(Object.keys(ports).map((name, i) => [name, free[i]]))).toEqual({
     api: true,
@@ -188,6 +193,9 @@ describe('the one-command runtime (`npm start`)', () => {
       expect((await fetch(`http://127.0.0.1:${ports.ui}/`)).status).toBe(200);
       const firstTemporalPid = await temporalPid(dataDir);
       expect(isRunning(firstTemporalPid)).toBe(true);
+      const firstDatabasePid = await databasePid(dataDir);
+      expect(firstDatabasePid).not.toBe(first.child.pid);
+      expect(isRunning(firstDatabasePid)).toBe(true);
 
       const created = await runCli(env, ['keys', 'create', '--project', 'p1', '--services', 'webhooks', '--json']);
       expect(created.stderr.replace(/^npm warn .*\n/gm, '')).toBe('');
@@ -206,12 +214,13 @@ describe('the one-command runtime (`npm start`)', () => {
 
       first.child.kill('SIGTERM');
       expect(await waitForExit(first)).toEqual({ code: 0, signal: null });
-      await expectNothingLeft(firstTemporalPid, ports);
+      await expectNothingLeft([firstTemporalPid, firstDatabasePid], ports);
 
       // Second start on the same DATA_DIR: the data and the Temporal namespace are still there.
       const second = startProcess(env);
       await waitForReady(second, ports.api);
       const secondTemporalPid = await temporalPid(dataDir);
+      const secondDatabasePid = await databasePid(dataDir);
 
       const listResponse = await fetch(`${api}${V2}/webhooks`, { headers: { Authorization: `Bearer ${key.token}` } });
       expect(listResponse.status).toBe(200);
@@ -229,7 +238,7 @@ describe('the one-command runtime (`npm start`)', () => {
       // Ctrl-C in a terminal signals the whole process group, the dev server included.
       process.kill(-second.child.pid!, 'SIGINT');
       expect(await waitForExit(second)).toEqual({ code: 0, signal: null });
-      await expectNothingLeft(secondTemporalPid, ports);
+      await expectNothingLeft([secondTemporalPid, secondDatabasePid], ports);
     },
     240_000,
   );
@@ -244,6 +253,7 @@ describe('the one-command runtime (`npm start`)', () => {
       const first = startProcess(env);
       await waitForReady(first, ports.api);
       const orphan = await temporalPid(dataDir);
+      const firstDatabasePid = await databasePid(dataDir);
       first.child.kill('SIGKILL'); // the node process only, as the OOM killer does
       await waitForExit(first);
       expect(isRunning(orphan)).toBe(true);
@@ -253,10 +263,13 @@ describe('the one-command runtime (`npm start`)', () => {
       expect(isRunning(orphan)).toBe(false);
       const secondTemporalPid = await temporalPid(dataDir);
       expect(secondTemporalPid).not.toBe(orphan);
+      // The database process closed by itself when its parent died.
+      expect(isRunning(firstDatabasePid)).toBe(false);
+      const secondDatabasePid = await databasePid(dataDir);
 
       second.child.kill('SIGTERM');
       expect(await waitForExit(second)).toEqual({ code: 0, signal: null });
-      await expectNothingLeft(secondTemporalPid, ports);
+      await expectNothingLeft([secondTemporalPid, secondDatabasePid], ports);
     },
     240_000,
   );

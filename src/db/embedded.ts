@@ -1,7 +1,9 @@
 import { PGlite } from '@electric-sql/pglite';
 import { PGLiteSocketServer } from '@electric-sql/pglite-socket';
+import { fork } from 'node:child_process';
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 
 /** A PGlite database served over the Postgres wire protocol on a loopback port. */
 export interface EmbeddedPostgres {
@@ -111,11 +113,9 @@ async function startTime(pid: number): Promise<string> {
   return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19] ?? '';
 }
 
-/** Whether the process that wrote a lock (`pid start-time`) still runs; a reused pid does not count. */
-async function isAlive(owner: string): Promise<boolean> {
-  const [pidText, started = ''] = owner.trim().split(' ');
-  const pid = Number(pidText);
-  if (!pid || pid === process.pid) return false;
+/** Whether process `pid`, started at `started` (when known), still runs; a reused pid does not count. */
+async function isRunning(pid: number, started = ''): Promise<boolean> {
+  if (!pid) return false;
   try {
     process.kill(pid, 0);
   } catch (error) {
@@ -126,11 +126,32 @@ async function isAlive(owner: string): Promise<boolean> {
   return !started || !current || current === started;
 }
 
+/** How long a lock owner whose parent is gone gets to finish closing the database. */
+const ORPHAN_CLOSE_WAIT_MS = 30_000;
+
+/**
+ * Whether the process that wrote a lock (`pid start-time parent-pid`) still holds the database.
+ * An owner whose parent is gone is closing by design (the embedded server stops when the
+ * service that spawned it dies, even by SIGKILL), so it is given time to finish.
+ */
+async function isHeld(owner: string): Promise<boolean> {
+  const [pidText, started = '', parentText = ''] = owner.trim().split(' ');
+  const pid = Number(pidText);
+  if (pid === process.pid || !(await isRunning(pid, started))) return false;
+  const parent = Number(parentText);
+  if (!parent || parent === process.pid || (await isRunning(parent))) return true;
+  for (let waited = 0; waited < ORPHAN_CLOSE_WAIT_MS; waited += 100) {
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    if (!(await isRunning(pid, started))) return false;
+  }
+  return true;
+}
+
 /**
  * Takes the data folder for this process. PGlite has no lock of its own: a second PGlite
  * on the same files, even one that only opens and closes them, crashes the first and
- * corrupts the database. The lock holds the owner's pid and start time; a lock left by a
- * process that is gone is taken over.
+ * corrupts the database. The lock holds the owner's pid, start time and parent pid; a lock
+ * left by a process that is gone is taken over.
  */
 async function lockDataDir(dataDir: string): Promise<() => Promise<void>> {
   const dir = path.resolve(dataDir);
@@ -138,13 +159,13 @@ async function lockDataDir(dataDir: string): Promise<() => Promise<void>> {
   if (openHere.has(dir)) throw new Error(`the embedded database in ${dir} is already open in this process`);
   for (let attempt = 0; ; attempt += 1) {
     try {
-      await writeFile(lockFile, `${process.pid} ${await startTime(process.pid)}\n`, { flag: 'wx' });
+      await writeFile(lockFile, `${process.pid} ${await startTime(process.pid)} ${process.ppid}\n`, { flag: 'wx' });
       break;
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'EEXIST' || attempt > 0) throw lockedError(dir, error);
     }
     const owner = await readFile(lockFile, 'utf8').catch(() => '');
-    if (await isAlive(owner)) {
+    if (await isHeld(owner)) {
       throw new Error(
         `the embedded database in ${dir} is in use by process ${owner.trim().split(' ')[0]} (is \`npm start\` running? ` +
           'stop it first, or use another DATA_DIR)',
@@ -203,6 +224,59 @@ export async function startEmbeddedPostgres(dataDir: string, port: number): Prom
       } finally {
         await unlock();
       }
+    },
+  };
+}
+
+/** What the embedded server process tells its parent. */
+export type EmbeddedServerMessage = { type: 'ready'; url: string } | { type: 'failed'; message: string };
+
+/** A running embedded server process. */
+export interface EmbeddedPostgresProcess extends EmbeddedPostgres {
+  readonly pid: number;
+}
+
+const SERVER_ENTRY = fileURLToPath(new URL('./embedded-server.ts', import.meta.url));
+const STOP_TIMEOUT_MS = 30_000;
+
+/** This process's node flags (profiling ones included), plus the TypeScript loader if it lacks it (under vitest). */
+function childExecArgv(): string[] {
+  const argv = process.execArgv;
+  const hasTsx = argv.some((arg, i) => arg === '--import=tsx' || (arg === '--import' && argv[i + 1] === 'tsx'));
+  return hasTsx ? argv : [...argv, '--import', 'tsx'];
+}
+
+/**
+ * Serves the PGlite database of `dataDir` on `127.0.0.1:port` from a child process of its
+ * own ({@link startEmbeddedPostgres} run by `embedded-server.ts`): PGlite's single-threaded
+ * WebAssembly Postgres then neither competes with the API and the worker for this process's
+ * event loop nor counts in its memory. The child stops when `stop()` is called or when this
+ * process goes away, however it dies; terminal signals are left to this process.
+ */
+export async function spawnEmbeddedPostgres(dataDir: string, port: number): Promise<EmbeddedPostgresProcess> {
+  const child = fork(SERVER_ENTRY, [JSON.stringify({ dataDir, port })], {
+    execArgv: childExecArgv(),
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const message = await new Promise<EmbeddedServerMessage>((resolve) => {
+    child.once('message', (reply: EmbeddedServerMessage) => resolve(reply));
+    child.once('error', (error) => resolve({ type: 'failed', message: error.message }));
+    void exited.then(() => resolve({ type: 'failed', message: `the embedded database process exited (${child.exitCode ?? child.signalCode})` }));
+  });
+  if (message.type === 'failed') {
+    child.kill('SIGKILL');
+    throw new Error(message.message);
+  }
+  return {
+    url: message.url,
+    pid: child.pid!,
+    async stop() {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      const force = setTimeout(() => child.kill('SIGKILL'), STOP_TIMEOUT_MS);
+      child.disconnect();
+      await exited;
+      clearTimeout(force);
     },
   };
 }

@@ -1,4 +1,4 @@
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { existsSync } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
@@ -8,7 +8,12 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import postgres from 'postgres';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { EMBEDDED_LOCK_FILE, startEmbeddedPostgres, type EmbeddedPostgres } from '../../src/db/embedded.ts';
+import {
+  EMBEDDED_LOCK_FILE,
+  spawnEmbeddedPostgres,
+  startEmbeddedPostgres,
+  type EmbeddedPostgres,
+} from '../../src/db/embedded.ts';
 import { freePort } from '../support/ports.ts';
 
 const run = promisify(execFile);
@@ -254,7 +259,7 @@ describe('the embedded database served over the socket', () => {
   it('refuses a second process on the same data folder and keeps serving the first', async () => {
     const a = connect();
     await a`insert into items values (30, 'kept') on conflict (id) do nothing`;
-    expect((await readFile(path.join(dataDir, EMBEDDED_LOCK_FILE), 'utf8')).trim()).toMatch(new RegExp(`^${process.pid} \\d+$`));
+    expect((await readFile(path.join(dataDir, EMBEDDED_LOCK_FILE), 'utf8')).trim()).toMatch(new RegExp(`^${process.pid} \\d+ ${process.ppid}$`));
 
     // `npm run migrate` while `npm start` runs, with another PGLITE_PORT: it must not open the files.
     const env: NodeJS.ProcessEnv = { ...process.env, DATA_DIR: tmp, PGLITE_PORT: String(await freePort()) };
@@ -291,4 +296,77 @@ describe('the embedded database served over the socket', () => {
     const b = connect();
     expect(await b`select label from items where id = 40`).toEqual([{ label: 'durable' }]);
   });
+});
+
+describe('the embedded database process (what `npm start` runs)', () => {
+  /** Polls until process `pid` has exited. */
+  async function waitGone(pid: number, timeoutMs = 30_000): Promise<boolean> {
+    for (const deadline = Date.now() + timeoutMs; Date.now() < deadline; ) {
+      try {
+        process.kill(pid, 0);
+      } catch {
+        return true;
+      }
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    return false;
+  }
+
+  it('serves the folder from a process of its own and ends it, lock and port included, on stop()', async () => {
+    const folder = path.join(tmp, 'spawned');
+    const port = await freePort();
+    const spawned = await spawnEmbeddedPostgres(folder, port);
+    expect(spawned.pid).not.toBe(process.pid);
+    expect((await readFile(path.join(folder, EMBEDDED_LOCK_FILE), 'utf8')).split(' ')[0]).toBe(String(spawned.pid));
+    const client = postgres(spawned.url, { max: 1, onnotice: () => {} });
+    try {
+      expect(await client`select 40 + 2 as answer`).toEqual([{ answer: 42 }]);
+    } finally {
+      await client.end({ timeout: 5 });
+    }
+
+    await spawned.stop();
+
+    expect(await waitGone(spawned.pid, 1_000)).toBe(true);
+    expect(existsSync(path.join(folder, EMBEDDED_LOCK_FILE))).toBe(false);
+    const probe = net.connect(port, '127.0.0.1');
+    const [error] = (await once(probe, 'error')) as [NodeJS.ErrnoException];
+    expect(error.code).toBe('ECONNREFUSED');
+  }, 120_000);
+
+  it('closes the database by itself when the process that spawned it is killed with SIGKILL', async () => {
+    const folder = path.join(tmp, 'orphaned');
+    // A parent of its own to kill: it spawns the database process and prints its pid and URL.
+    const script = path.join(tmp, 'spawning-parent.mts');
+    await writeFile(
+      script,
+      `import { spawnEmbeddedPostgres } from ${JSON.stringify(path.join(projectRoot, 'src/db/embedded.ts'))};
+      const spawned = await spawnEmbeddedPostgres(${JSON.stringify(folder)}, ${await freePort()});
+      console.log(JSON.stringify({ pid: spawned.pid, url: spawned.url }));
+      setInterval(() => {}, 1000);`,
+    );
+    const parent = spawn(process.execPath, ['--import', 'tsx', script], { cwd: projectRoot, stdio: ['ignore', 'pipe', 'inherit'] });
+    const [line] = (await Promise.race([
+      once(parent.stdout!, 'data'),
+      once(parent, 'exit').then(([code]) => Promise.reject(new Error(`the spawning parent exited (${code})`))),
+    ])) as [Buffer];
+    const { pid, url } = JSON.parse(line.toString()) as { pid: number; url: string };
+    const writer = postgres(url, { max: 1, onnotice: () => {} });
+    await writer`create table kept (v text)`;
+    await writer`insert into kept values ('written before the crash')`;
+    await writer.end({ timeout: 5 });
+
+    parent.kill('SIGKILL');
+
+    expect(await waitGone(pid)).toBe(true);
+    expect(existsSync(path.join(folder, EMBEDDED_LOCK_FILE))).toBe(false);
+    const reopened = await startEmbeddedPostgres(folder, await freePort());
+    const client = postgres(reopened.url, { max: 1, onnotice: () => {} });
+    try {
+      expect(await client`select v from kept`).toEqual([{ v: 'written before the crash' }]);
+    } finally {
+      await client.end({ timeout: 5 });
+      await reopened.stop();
+    }
+  }, 120_000);
 });

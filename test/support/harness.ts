@@ -3,6 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { Writable } from 'node:stream';
 import { inject } from 'vitest';
 import { createApp } from '../../src/app.ts';
+import { parseConfig } from '../../src/config.ts';
 import type { DatabaseHandle } from '../../src/db/client.ts';
 import { createApiKey } from '../../src/db/queries/api-keys.ts';
 import { createLogger } from '../../src/logger.ts';
@@ -72,6 +73,7 @@ export async function startHarness(options: HarnessOptions = {}) {
         caFile: options.delivery?.caFile,
       },
       workflowBundlePath: inject('workflowBundlePath'),
+      maxCachedWorkflows: parseConfig({}).temporal.maxCachedWorkflows,
       sweepIntervalMs: 0,
     });
   }
