@@ -1,15 +1,7 @@
 import { ApplicationFailure, Context } from '@temporalio/activity';
-import { and, eq } from 'drizzle-orm';
 import type { Logger } from 'pino';
 import type { Database } from '../src/db/client.ts';
-import { deliveryAttempts } from '../src/db/schema.ts';
-import {
-  beginAttempt,
-  finishAttempt,
-  loadSendContext,
-  markDeadLetter,
-  type AttemptResult,
-} from '../src/db/queries/deliveries.ts';
+import { finishAttempt, markDeadLetter, startAttempt, type AttemptResult } from '../src/db/queries/deliveries.ts';
 import { buildNotificationBody, buildNotificationHeaders } from '../src/delivery/notification.ts';
 import type { Sender } from '../src/delivery/sender.ts';
 import { attemptOutcomeLabel, type Metrics } from '../src/metrics.ts';
@@ -47,30 +39,20 @@ export function createActivities({ db, secretBox, sender, logger, metrics }: Act
      * the webhook is disabled.
      */
     async sendDelivery(deliveryId: string): Promise<'delivered' | 'gone'> {
-      const context = await loadSendContext(db, deliveryId);
-      if (!context) return 'gone';
-      const { delivery, webhook, event } = context;
-      if (delivery.status === 'delivered') return 'delivered';
-      if (webhook.status === 'disabled') {
-        throw ApplicationFailure.create({
-          type: NON_RETRYABLE.webhookDisabled,
-          message: 'webhook is disabled',
-          nonRetryable: true,
-          category: 'BENIGN',
-        });
+      const started = await startAttempt(db, deliveryId, new Date());
+      if (!started) return 'gone';
+      const { delivery, webhook, event, attempt } = started;
+      if (!attempt) {
+        if (delivery.status !== 'delivered' && webhook.status === 'disabled') {
+          throw ApplicationFailure.create({
+            type: NON_RETRYABLE.webhookDisabled,
+            message: 'webhook is disabled',
+            nonRetryable: true,
+            category: 'BENIGN',
+          });
+        }
+        return 'delivered';
       }
-      if (delivery.status === 'processing') {
-        // An earlier attempt never recorded its outcome (its worker died, or the database was
-        // down when it finished). Close its row the way markDeadLetter does, so a delivery that
-        // succeeds later shows no attempt "in progress" forever.
-        await db
-          .update(deliveryAttempts)
-          .set({ outcome: 'timeout', error: 'the attempt did not report back in time' })
-          .where(and(eq(deliveryAttempts.deliveryId, deliveryId), eq(deliveryAttempts.outcome, 'in_progress')));
-      }
-      const startedAt = new Date();
-      const attempt = await beginAttempt(db, deliveryId, startedAt);
-      if (!attempt) return 'gone';
 
       const body = buildNotificationBody({
         deliveryId,

@@ -4,7 +4,7 @@ import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js';
 import { migrate as migratePglite } from 'drizzle-orm/pglite/migrator';
 import { migrate as migratePostgres } from 'drizzle-orm/postgres-js/migrator';
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
-import { sql } from 'drizzle-orm';
+import { sql, type SQL } from 'drizzle-orm';
 import { fileURLToPath } from 'node:url';
 import postgres from 'postgres';
 import * as schema from './schema.ts';
@@ -118,6 +118,15 @@ async function migratePostgresLocked(url: string): Promise<void> {
     await client`select pg_advisory_unlock(${MIGRATION_LOCK_KEY})`.catch(() => {});
     await client.end({ timeout: 5 });
   }
+}
+
+/**
+ * Runs a statement written in SQL (one with data-modifying CTEs, say) and returns its rows,
+ * whichever driver is behind `db`: postgres.js answers an array, PGlite `{ rows }`.
+ */
+export async function queryRows<Row>(db: Database, query: SQL): Promise<Row[]> {
+  const result: unknown = await db.execute(query);
+  return (Array.isArray(result) ? result : (result as { rows: Row[] }).rows) as Row[];
 }
 
 /** Throws unless the database answers a trivial query. */

@@ -1,4 +1,4 @@
-import { and, asc, desc, eq, inArray, lt, ne, sql } from 'drizzle-orm';
+import { and, asc, desc, eq, exists, inArray, lt, ne, sql } from 'drizzle-orm';
 import type { Database } from '../client.ts';
 import {
   deliveries,
@@ -101,56 +101,78 @@ export async function restoreRetryableState(db: Database, deliveryId: string, st
     .where(and(eq(deliveries.id, deliveryId), eq(deliveries.status, 'pending')));
 }
 
-/** What the sender needs to make one attempt. */
-export interface SendContext {
+/** The error an attempt row gets when its attempt never reported how it ended. */
+export const ABANDONED_ATTEMPT_ERROR = 'the attempt did not report back in time';
+
+/** A delivery with its webhook and event, as an attempt to send it starts. */
+export interface AttemptStart {
+  /** The delivery as it was before this attempt. */
   delivery: DeliveryRow;
   webhook: WebhookRow;
   event: EventRow;
-}
-
-/** The delivery with its webhook and event, or undefined if any of them is gone. */
-export async function loadSendContext(db: Database, deliveryId: string): Promise<SendContext | undefined> {
-  const [row] = await db
-    .select({ delivery: deliveries, webhook: webhooks, event: events })
-    .from(deliveries)
-    .innerJoin(webhooks, eq(webhooks.id, deliveries.webhookId))
-    .innerJoin(events, eq(events.id, deliveries.eventId))
-    .where(eq(deliveries.id, deliveryId));
-  return row;
+  /** The attempt opened; absent when the delivery was already delivered or its webhook is disabled. */
+  attempt?: { attemptId: string; attemptNumber: number };
 }
 
 /**
- * Marks the delivery `processing`, counts the attempt and opens its attempt row.
- * Returns the attempt's number across all rounds, or undefined if the delivery is
- * gone or already delivered.
+ * Starts an attempt, in one statement: unless the delivery is delivered or its webhook
+ * disabled, marks it `processing`, counts the attempt, opens its attempt row and closes as
+ * abandoned any row an earlier attempt left open (its worker died, or the database was down
+ * when it finished). Returns what the send needs, or undefined if the delivery is gone.
  */
-export async function beginAttempt(
-  db: Database,
-  deliveryId: string,
-  startedAt: Date,
-): Promise<{ attemptId: string; attemptNumber: number } | undefined> {
-  return db.transaction(async (tx) => {
-    const [row] = await tx
+export async function startAttempt(db: Database, deliveryId: string, startedAt: Date): Promise<AttemptStart | undefined> {
+  const attemptId = newId('attempt', startedAt.getTime());
+  const activeWebhook = db
+    .select({ id: webhooks.id })
+    .from(webhooks)
+    .where(and(eq(webhooks.id, deliveries.webhookId), eq(webhooks.status, 'active')));
+  const started = db.$with('started').as(
+    db
       .update(deliveries)
-      .set({
-        status: 'processing',
-        attemptCount: sql`${deliveries.attemptCount} + 1`,
-        nextRetryAt: null,
-        updatedAt: startedAt,
-      })
-      .where(and(eq(deliveries.id, deliveryId), ne(deliveries.status, 'delivered')))
-      .returning({ attemptCount: deliveries.attemptCount });
-    if (!row) return undefined;
-    const attemptId = newId('attempt', startedAt.getTime());
-    await tx.insert(deliveryAttempts).values({
-      id: attemptId,
-      deliveryId,
-      attemptNumber: row.attemptCount,
-      startedAt,
-      outcome: 'in_progress',
-    });
-    return { attemptId, attemptNumber: row.attemptCount };
-  });
+      .set({ status: 'processing', attemptCount: sql`${deliveries.attemptCount} + 1`, nextRetryAt: null, updatedAt: startedAt })
+      .where(and(eq(deliveries.id, deliveryId), ne(deliveries.status, 'delivered'), exists(activeWebhook)))
+      .returning({ attemptNumber: deliveries.attemptCount }),
+  );
+  const abandoned = db.$with('abandoned').as(
+    db
+      .update(deliveryAttempts)
+      .set({ outcome: 'timeout', error: ABANDONED_ATTEMPT_ERROR })
+      .where(
+        and(
+          eq(deliveryAttempts.deliveryId, deliveryId),
+          eq(deliveryAttempts.outcome, 'in_progress'),
+          exists(db.select().from(started)),
+        ),
+      ),
+  );
+  const opened = db.$with('opened').as(
+    db.insert(deliveryAttempts).select((qb) =>
+      qb
+        .select({
+          id: sql<string>`${attemptId}`.as('id'),
+          deliveryId: sql<string>`${deliveryId}`.as('delivery_id'),
+          attemptNumber: started.attemptNumber,
+          startedAt: sql<Date>`${startedAt.toISOString()}::timestamptz`.as('started_at'),
+          durationMs: sql<null>`null::integer`.as('duration_ms'),
+          statusCode: sql<null>`null::integer`.as('status_code'),
+          error: sql<null>`null::text`.as('error'),
+          outcome: sql<'in_progress'>`'in_progress'`.as('outcome'),
+        })
+        .from(started),
+    ),
+  );
+  // The main query reads the rows as they were before the statement's own updates.
+  const [row] = await db
+    .with(started, abandoned, opened)
+    .select({ delivery: deliveries, webhook: webhooks, event: events, attemptNumber: started.attemptNumber })
+    .from(deliveries)
+    .innerJoin(webhooks, eq(webhooks.id, deliveries.webhookId))
+    .innerJoin(events, eq(events.id, deliveries.eventId))
+    .leftJoin(started, sql`true`)
+    .where(eq(deliveries.id, deliveryId));
+  if (!row) return undefined;
+  const { attemptNumber, ...context } = row;
+  return attemptNumber === null ? context : { ...context, attempt: { attemptId, attemptNumber } };
 }
 
 /** How an attempt ended. */
@@ -172,12 +194,12 @@ export interface AttemptResult {
 
 /**
  * Closes the attempt row and moves the delivery to `delivered`, `failed` or `dead_letter`,
- * updating the webhook's counters in the same transaction.
+ * updating the webhook's counters, in one statement.
  */
 export async function finishAttempt(db: Database, result: AttemptResult): Promise<void> {
   const succeeded = result.outcome === 'succeeded';
-  await db.transaction(async (tx) => {
-    await tx
+  const closed = db.$with('closed').as(
+    db
       .update(deliveryAttempts)
       .set({
         outcome: result.outcome,
@@ -185,8 +207,10 @@ export async function finishAttempt(db: Database, result: AttemptResult): Promis
         statusCode: result.statusCode ?? null,
         error: result.error ?? null,
       })
-      .where(eq(deliveryAttempts.id, result.attemptId));
-    await tx
+      .where(eq(deliveryAttempts.id, result.attemptId)),
+  );
+  const settled = db.$with('settled').as(
+    db
       .update(deliveries)
       .set(
         succeeded
@@ -205,19 +229,20 @@ export async function finishAttempt(db: Database, result: AttemptResult): Promis
               updatedAt: result.finishedAt,
             },
       )
-      .where(eq(deliveries.id, result.deliveryId));
-    await tx
-      .update(webhooks)
-      .set(
-        succeeded
-          ? {
-              successCount: sql`${webhooks.successCount} + 1`,
-              lastDeliveredAt: sql`greatest(${webhooks.lastDeliveredAt}, ${result.finishedAt.toISOString()}::timestamptz)`,
-            }
-          : { failureCount: sql`${webhooks.failureCount} + 1` },
-      )
-      .where(eq(webhooks.id, result.webhookId));
-  });
+      .where(eq(deliveries.id, result.deliveryId)),
+  );
+  await db
+    .with(closed, settled)
+    .update(webhooks)
+    .set(
+      succeeded
+        ? {
+            successCount: sql`${webhooks.successCount} + 1`,
+            lastDeliveredAt: sql`greatest(${webhooks.lastDeliveredAt}, ${result.finishedAt.toISOString()}::timestamptz)`,
+          }
+        : { failureCount: sql`${webhooks.failureCount} + 1` },
+    )
+    .where(eq(webhooks.id, result.webhookId));
 }
 
 /**
@@ -230,7 +255,7 @@ export async function markDeadLetter(db: Database, deliveryId: string, reason?: 
   await db.transaction(async (tx) => {
     await tx
       .update(deliveryAttempts)
-      .set({ outcome: 'timeout', error: 'the attempt did not report back in time' })
+      .set({ outcome: 'timeout', error: ABANDONED_ATTEMPT_ERROR })
       .where(and(eq(deliveryAttempts.deliveryId, deliveryId), eq(deliveryAttempts.outcome, 'in_progress')));
     await tx
       .update(deliveries)

@@ -1,5 +1,5 @@
-import { and, asc, eq, isNull, lt } from 'drizzle-orm';
-import type { Database } from '../client.ts';
+import { and, asc, eq, isNull, lt, sql } from 'drizzle-orm';
+import { queryRows, type Database } from '../client.ts';
 import { deliveries, events, webhooks, type EventRow } from '../schema.ts';
 import { listSubscribedWebhooks } from './webhooks.ts';
 import { newId } from '../../ids.ts';
@@ -30,60 +30,57 @@ export interface RecordedEvent {
 
 /**
  * Stores an event and one `pending` delivery per active, subscribed webhook of its
- * project, in one transaction. Publishing the same producer key again (also concurrently)
- * returns the first event and its deliveries unchanged.
+ * project, in one statement (atomic without a transaction block). Publishing the same
+ * producer key again (also concurrently) returns the first event and its deliveries unchanged.
  */
 export async function recordEvent(db: Database, input: NewEvent): Promise<RecordedEvent> {
-  return db.transaction(async (tx) => {
-    const now = new Date();
-    const id = newId('event', now.getTime());
-    const [inserted] = await tx
-      .insert(events)
-      .values({
-        id,
-        projectId: input.projectId,
-        producerEventId: input.producerEventId ?? id,
-        event: input.event,
-        occurredAt: input.occurredAt,
-        payload: input.payload,
-        createdAt: now,
-      })
-      .onConflictDoNothing({ target: [events.projectId, events.producerEventId] })
-      .returning();
-    if (!inserted) {
-      const [existing] = await tx
-        .select()
-        .from(events)
-        .where(
-          and(
-            eq(events.projectId, input.projectId),
-            eq(events.producerEventId, input.producerEventId ?? id),
-          ),
-        );
-      return { event: existing!, deliveries: await deliveriesOf(tx, existing!.id), created: false };
-    }
-    const subscribed = await listSubscribedWebhooks(tx, input.projectId, input.event);
-    const targets = subscribed.map((webhook) => ({
-      deliveryId: newId('delivery', now.getTime()),
-      webhookId: webhook.id,
-      url: webhook.url,
-    }));
-    if (targets.length === 0) return { event: inserted, deliveries: [], created: true };
-    await tx
-      .insert(deliveries)
-      .values(
-        targets.map(({ deliveryId, webhookId }) => ({
-          id: deliveryId,
-          webhookId,
-          eventId: inserted.id,
-          event: input.event,
-          status: 'pending' as const,
-          createdAt: now,
-          updatedAt: now,
-        })),
-      );
-    return { event: inserted, deliveries: targets, created: true };
-  });
+  const now = new Date();
+  const id = newId('event', now.getTime());
+  const stored: EventRow = {
+    id,
+    projectId: input.projectId,
+    producerEventId: input.producerEventId ?? id,
+    event: input.event,
+    occurredAt: input.occurredAt,
+    payload: input.payload,
+    createdAt: now,
+    dispatchedAt: null,
+  };
+  const subscribed = await listSubscribedWebhooks(db, input.projectId, input.event);
+  const targets = subscribed.map((webhook) => ({
+    deliveryId: newId('delivery', now.getTime()),
+    webhookId: webhook.id,
+    url: webhook.url,
+  }));
+  const at = sql`${now.toISOString()}::timestamptz`;
+  const insertEvent = sql`
+    insert into events (id, project_id, producer_event_id, event, occurred_at, payload, created_at)
+    values (${stored.id}, ${stored.projectId}, ${stored.producerEventId}, ${stored.event},
+            ${stored.occurredAt.toISOString()}::timestamptz, ${JSON.stringify(stored.payload)}::jsonb, ${at})
+    on conflict (project_id, producer_event_id) do nothing
+    returning id`;
+  const inserted = await queryRows<{ id: string }>(
+    db,
+    targets.length === 0
+      ? insertEvent
+      : sql`
+        with inserted as (${insertEvent}), created as (
+          insert into deliveries (id, webhook_id, event_id, event, status, attempt_count, created_at, updated_at)
+          select target.delivery_id, target.webhook_id, inserted.id, ${stored.event}, 'pending', 0, ${at}, ${at}
+          from inserted cross join (values ${sql.join(
+            targets.map((target) => sql`(${target.deliveryId}, ${target.webhookId})`),
+            sql`, `,
+          )}) as target (delivery_id, webhook_id)
+        )
+        select id from inserted`,
+  );
+  if (inserted.length > 0) return { event: stored, deliveries: targets, created: true };
+
+  const [existing] = await db
+    .select()
+    .from(events)
+    .where(and(eq(events.projectId, stored.projectId), eq(events.producerEventId, stored.producerEventId)));
+  return { event: existing!, deliveries: await deliveriesOf(db, existing!.id), created: false };
 }
 
 /** The deliveries of an event in webhook order, the order `recordEvent` creates them in. */
