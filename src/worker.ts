@@ -1,6 +1,10 @@
+import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import type { Logger } from 'pino';
 import { createActivities } from '../activities/index.ts';
@@ -10,7 +14,10 @@ import { createSender, type Sender } from './delivery/sender.ts';
 import { dispatchEvent } from './events/publish.ts';
 import type { Metrics } from './metrics.ts';
 import type { SecretBox } from './secrets.ts';
+import { nodeArgsForChild } from './node-child.ts';
 import type { DeliveryScheduler } from './temporal/scheduler.ts';
+
+const runFile = promisify(execFile);
 
 /** Where the workflow code is when no prebuilt bundle exists. */
 export const WORKFLOWS_PATH = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
@@ -54,6 +61,27 @@ export async function sweepUndispatchedEvents(
   return pending.length;
 }
 
+const BUNDLE_SCRIPT = fileURLToPath(new URL('../scripts/bundle-workflows.ts', import.meta.url));
+
+/**
+ * Bundles the workflow code (webpack) in a short-lived child process: in this one, webpack
+ * and its loaders would stay in memory for the life of the worker, about 90 MB.
+ */
+async function bundleInChildProcess(): Promise<string> {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'workflow-bundle-'));
+  const file = path.join(dir, 'workflow-bundle.js');
+  try {
+    await runFile(process.execPath, [...nodeArgsForChild(), BUNDLE_SCRIPT, file], { maxBuffer: 16 * 1024 * 1024 }).catch(
+      (error: { stderr?: string; message: string }) => {
+        throw new Error(`bundling the workflow code failed: ${error.stderr?.trim() || error.message}`);
+      },
+    );
+    return await readFile(file, 'utf8');
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
 /** Creates and runs the delivery worker. */
 export async function startDeliveryWorker(options: DeliveryWorkerOptions): Promise<DeliveryWorker> {
   const sender: Sender = createSender({
@@ -61,13 +89,14 @@ export async function startDeliveryWorker(options: DeliveryWorkerOptions): Promi
     allowPrivateTargets: options.delivery.allowPrivateTargets,
     ca: options.delivery.caFile ? await readFile(options.delivery.caFile) : undefined,
   });
+  const prebuilt = options.workflowBundlePath && existsSync(options.workflowBundlePath) ? options.workflowBundlePath : undefined;
+  const workflowBundle = prebuilt ? { codePath: prebuilt } : { code: await bundleInChildProcess() };
   const connection = await NativeConnection.connect({ address: options.address });
-  const bundle = options.workflowBundlePath && existsSync(options.workflowBundlePath) ? options.workflowBundlePath : undefined;
   const worker = await Worker.create({
     connection,
     namespace: options.namespace,
     taskQueue: options.taskQueue,
-    ...(bundle ? { workflowBundle: { codePath: bundle } } : { workflowsPath: WORKFLOWS_PATH }),
+    workflowBundle,
     activities: createActivities({
       db: options.db,
       secretBox: options.secretBox,
@@ -78,7 +107,7 @@ export async function startDeliveryWorker(options: DeliveryWorkerOptions): Promi
     maxCachedWorkflows: options.maxCachedWorkflows,
     shutdownGraceTime: '35s',
   });
-  options.logger.info({ taskQueue: options.taskQueue, bundle: bundle ?? 'compiled at start' }, 'worker started');
+  options.logger.info({ taskQueue: options.taskQueue, bundle: prebuilt ?? 'compiled at start' }, 'worker started');
 
   const sweepInterval = options.sweepIntervalMs ?? 10_000;
   const sweep =

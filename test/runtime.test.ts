@@ -8,6 +8,7 @@ import postgres from 'postgres';
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
 import { EMBEDDED_LOCK_FILE, startEmbeddedPostgres } from '../src/db/embedded.ts';
 import { freePort } from './support/ports.ts';
+import { serviceNodeFlags } from './support/service-command.ts';
 
 const projectRoot = path.resolve(import.meta.dirname, '..');
 const READY_TIMEOUT_MS = 90_000;
@@ -54,9 +55,9 @@ interface Service {
 
 const started: Service[] = [];
 
-/** `tsx src/main.ts [role]` as its own process group, as a terminal runs it. */
+/** `src/main.ts [role]` with the flags of `npm start`, as its own process group, as a terminal runs it. */
 function startProcess(env: NodeJS.ProcessEnv, args: string[] = []): Service {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts', ...args], {
+  const child = spawn(process.execPath, [...serviceNodeFlags(), 'src/main.ts', ...args], {
     cwd: projectRoot,
     env,
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -4,6 +4,7 @@ import { fork } from 'node:child_process';
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { nodeArgsForChild } from '../node-child.ts';
 
 /** A PGlite database served over the Postgres wire protocol on a loopback port. */
 export interface EmbeddedPostgres {
@@ -239,13 +240,6 @@ export interface EmbeddedPostgresProcess extends EmbeddedPostgres {
 const SERVER_ENTRY = fileURLToPath(new URL('./embedded-server.ts', import.meta.url));
 const STOP_TIMEOUT_MS = 30_000;
 
-/** This process's node flags (profiling ones included), plus the TypeScript loader if it lacks it (under vitest). */
-function childExecArgv(): string[] {
-  const argv = process.execArgv;
-  const hasTsx = argv.some((arg, i) => arg === '--import=tsx' || (arg === '--import' && argv[i + 1] === 'tsx'));
-  return hasTsx ? argv : [...argv, '--import', 'tsx'];
-}
-
 /**
  * Serves the PGlite database of `dataDir` on `127.0.0.1:port` from a child process of its
  * own ({@link startEmbeddedPostgres} run by `embedded-server.ts`): PGlite's single-threaded
@@ -255,7 +249,7 @@ function childExecArgv(): string[] {
  */
 export async function spawnEmbeddedPostgres(dataDir: string, port: number): Promise<EmbeddedPostgresProcess> {
   const child = fork(SERVER_ENTRY, [JSON.stringify({ dataDir, port })], {
-    execArgv: childExecArgv(),
+    execArgv: nodeArgsForChild(),
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));

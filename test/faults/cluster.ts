@@ -19,6 +19,7 @@ import { createApiKey } from '../../src/db/queries/api-keys.ts';
 import { randomToken } from '../../src/secrets.ts';
 import { startDevServer, type DevServer } from '../../src/temporal/dev-server.ts';
 import { freePort } from '../support/ports.ts';
+import { serviceNodeFlags } from '../support/service-command.ts';
 
 const run = promisify(execFile);
 export const REPO_ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -178,7 +179,7 @@ export async function startTemporal(root: string): Promise<TemporalServer> {
 
 type Role = 'api' | 'worker' | 'migrate';
 
-/** One `node --import tsx src/main.ts <role>` process, restartable with the same environment. */
+/** One `node <flags of npm start> src/main.ts <role>` process, restartable with the same environment. */
 export class ServiceProcess {
   #child: ChildProcess | undefined;
   #exited: Promise<void> = Promise.resolve();
@@ -206,7 +207,7 @@ export class ServiceProcess {
   async start(): Promise<void> {
     this.#starts += 1;
     const log = createWriteStream(path.join(this.logDir, `${this.role}.${this.#starts}.log`));
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts', this.role], {
+    const child = spawn(process.execPath, [...serviceNodeFlags(), 'src/main.ts', this.role], {
       cwd: REPO_ROOT,
       env: this.env,
       stdio: ['ignore', 'pipe', 'pipe'],
