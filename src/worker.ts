@@ -19,7 +19,7 @@ import type { DeliveryScheduler } from './temporal/scheduler.ts';
 
 const runFile = promisify(execFile);
 
-/** Where the workflow code is when no prebuilt bundle exists. */
+/** The workflow code that bundles are built from (by `npm run build:workflows`, or at start). */
 export const WORKFLOWS_PATH = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
 
 export interface DeliveryWorkerOptions {

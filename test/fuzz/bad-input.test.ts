@@ -4,7 +4,7 @@ import { apiKeys, deliveries, events, webhooks } from '../../src/db/schema.ts';
 import { startHarness, type Harness, type TestResponse } from '../support/harness.ts';
 
 const BASE = '/api-gateway/v2';
-/** Generated cases per property; 6 properties × 400 = 2,400 per run. */
+/** Generated cases per property; 5 properties × 400 = 2,000 per run. */
 const RUNS = 400;
 
 let h: Harness;
