@@ -1,0 +1,23 @@
+/**
+ * Workflows of the Temporal experiment (bench/experiments/temporal-path.ts): the service's own
+ * `deliveryWorkflow`, and a variant that runs the send as a local activity (one workflow task
+ * per delivery instead of two, no activity task round trip through the server).
+ */
+import { proxyLocalActivities, upsertSearchAttributes } from '@temporalio/workflow';
+import type { Activities } from '../../activities/index.ts';
+import { DELIVERY_RETRY_POLICY, type DeliveryWorkflowInput } from '../../workflows/delivery.ts';
+import { DeliveryStatusAttribute } from '../../workflows/search-attributes.ts';
+
+export { deliveryWorkflow } from '../../workflows/delivery.ts';
+
+const { sendDelivery } = proxyLocalActivities<Activities>({
+  startToCloseTimeout: '40s',
+  retry: DELIVERY_RETRY_POLICY,
+});
+
+/** The happy path of deliveryWorkflow with the send as a local activity. */
+export async function localDeliveryWorkflow(input: DeliveryWorkflowInput): Promise<string> {
+  const outcome = await sendDelivery(input.deliveryId);
+  upsertSearchAttributes([{ key: DeliveryStatusAttribute, value: outcome }]);
+  return outcome;
+}

@@ -1,0 +1,218 @@
+/**
+ * Process accounting from /proc (Linux): CPU time (utime + stime) and resident memory of a
+ * process and its descendants, and a sampler that records both over a run.
+ */
+import { execFileSync } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
+
+function sysconf(name: string, fallback: number): number {
+  try {
+    const value = Number(execFileSync('getconf', [name], { encoding: 'utf8' }).trim());
+    return Number.isFinite(value) && value > 0 ? value : fallback;
+  } catch {
+    return fallback;
+  }
+}
+
+const CLOCK_TICKS = sysconf('CLK_TCK', 100);
+
+/** What /proc/<pid>/stat says about one process. */
+export interface ProcStat {
+  pid: number;
+  comm: string;
+  ppid: number;
+  /** utime + stime, in seconds. */
+  cpuSeconds: number;
+}
+
+export function readStat(pid: number): ProcStat | undefined {
+  let text: string;
+  try {
+    text = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  } catch {
+    return undefined;
+  }
+  // comm is in parentheses and may itself contain spaces or parentheses.
+  const open = text.indexOf('(');
+  const close = text.lastIndexOf(')');
+  const comm = text.slice(open + 1, close);
+  const fields = text.slice(close + 2).split(' ');
+  // fields[0] is field 3 (state); utime is field 14, stime field 15.
+  const ppid = Number(fields[1]);
+  const utime = Number(fields[11]);
+  const stime = Number(fields[12]);
+  return { pid, comm, ppid, cpuSeconds: (utime + stime) / CLOCK_TICKS };
+}
+
+/** Resident set size in MB (VmRSS of /proc/<pid>/status), undefined if the process is gone. */
+export function readRssMb(pid: number): number | undefined {
+  try {
+    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+    const match = /^VmRSS:\s+(\d+) kB/m.exec(status);
+    return match ? Number(match[1]) / 1024 : 0;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Every process on the machine (pid, parent, comm, CPU). */
+export function listProcesses(): ProcStat[] {
+  const out: ProcStat[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const stat = readStat(Number(entry));
+    if (stat) out.push(stat);
+  }
+  return out;
+}
+
+/** `pid` and all its descendants. */
+export function processTree(pid: number, all: ProcStat[] = listProcesses()): number[] {
+  const children = new Map<number, number[]>();
+  for (const p of all) {
+    const list = children.get(p.ppid) ?? [];
+    list.push(p.pid);
+    children.set(p.ppid, list);
+  }
+  const out: number[] = [];
+  const stack = [pid];
+  while (stack.length > 0) {
+    const next = stack.pop()!;
+    out.push(next);
+    stack.push(...(children.get(next) ?? []));
+  }
+  return out;
+}
+
+/**
+ * A named group of processes whose CPU and memory are summed. `pids` is called at each
+ * sample, so groups whose members change (a server spawned later, postgres backends) work.
+ */
+export interface ProcessGroup {
+  name: string;
+  pids: (all: ProcStat[]) => number[];
+}
+
+/** One sample of every group. */
+export interface Sample {
+  /** Epoch milliseconds. */
+  t: number;
+  phase: string;
+  groups: Record<string, { cpuSeconds: number; rssMb: number; pids: number }>;
+}
+
+/**
+ * Samples CPU and RSS of process groups at a fixed period. The CPU of a process that exits
+ * is no longer counted, so groups should be made of long-lived processes.
+ */
+export class ProcessSampler {
+  readonly samples: Sample[] = [];
+  phase = 'startup';
+  #timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    readonly groups: ProcessGroup[],
+    readonly periodMs = 500,
+  ) {}
+
+  start(): void {
+    this.sample();
+    this.#timer = setInterval(() => this.sample(), this.periodMs);
+    this.#timer.unref();
+  }
+
+  stop(): void {
+    if (this.#timer) clearInterval(this.#timer);
+    this.#timer = undefined;
+    this.sample();
+  }
+
+  sample(): Sample {
+    const all = listProcesses();
+    const byPid = new Map(all.map((p) => [p.pid, p]));
+    const groups: Sample['groups'] = {};
+    for (const group of this.groups) {
+      const pids = group.pids(all).filter((pid) => byPid.has(pid));
+      let cpu = 0;
+      let rss = 0;
+      for (const pid of pids) {
+        const stat = byPid.get(pid)!;
+        cpu += stat.cpuSeconds;
+        rss += readRssMb(pid) ?? 0;
+      }
+      groups[group.name] = { cpuSeconds: cpu, rssMb: rss, pids: pids.length };
+    }
+    const machine = machineCpu();
+    groups['machine'] = { cpuSeconds: machine.busySeconds, rssMb: 0, pids: machine.cores };
+    const sample: Sample = { t: Date.now(), phase: this.phase, groups };
+    this.samples.push(sample);
+    return sample;
+  }
+
+  /** The latest sample at or before `t` (or the first). */
+  at(t: number): Sample | undefined {
+    let found: Sample | undefined;
+    for (const sample of this.samples) {
+      if (sample.t <= t) found = sample;
+      else break;
+    }
+    return found ?? this.samples[0];
+  }
+
+  /** Max RSS of a group over the samples of the given phases (all phases when omitted). */
+  maxRss(group: string, phases?: string[]): number {
+    let max = 0;
+    for (const sample of this.samples) {
+      if (phases && !phases.includes(sample.phase)) continue;
+      max = Math.max(max, sample.groups[group]?.rssMb ?? 0);
+    }
+    return max;
+  }
+}
+
+/** Busy CPU seconds of the whole machine (all cores) from /proc/stat, and the core count. */
+export function machineCpu(): { busySeconds: number; cores: number } {
+  const text = readFileSync('/proc/stat', 'utf8');
+  const first = text.slice(0, text.indexOf('\n')).split(/\s+/).slice(1).map(Number);
+  // user nice system idle iowait irq softirq steal
+  const [user = 0, nice = 0, system = 0, , , irq = 0, softirq = 0, steal = 0] = first;
+  const cores = (text.match(/^cpu\d+ /gm) ?? []).length;
+  return { busySeconds: (user + nice + system + irq + softirq + steal) / CLOCK_TICKS, cores };
+}
+
+/** CPU seconds of each thread of a process, summed by thread name (comm). */
+export function threadCpu(pid: number): Record<string, number> {
+  const out: Record<string, number> = {};
+  let tids: string[];
+  try {
+    tids = readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return out;
+  }
+  for (const tid of tids) {
+    let text: string;
+    try {
+      text = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+    } catch {
+      continue;
+    }
+    const open = text.indexOf('(');
+    const close = text.lastIndexOf(')');
+    const comm = text.slice(open + 1, close);
+    const fields = text.slice(close + 2).split(' ');
+    const seconds = (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
+    // Numbered thread names (e.g. "tokio-runtime-w", "libuv-worker") are grouped as they come.
+    out[comm] = (out[comm] ?? 0) + seconds;
+  }
+  return out;
+}
+
+/** Per-name difference of two {@link threadCpu} readings. */
+export function threadCpuDelta(before: Record<string, number>, after: Record<string, number>): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const [name, value] of Object.entries(after)) {
+    const delta = value - (before[name] ?? 0);
+    if (delta > 0.005) out[name] = Math.round(delta * 100) / 100;
+  }
+  return Object.fromEntries(Object.entries(out).sort((a, b) => b[1] - a[1]));
+}

@@ -1,0 +1,75 @@
+/** Starts bench/receiver.ts as a child process and collects what it reports. */
+import { fork, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import type { FromReceiver, ReceiverBatch, ReceiverCounters, ReceiverOptions, ToReceiver } from '../receiver.ts';
+
+const RECEIVER = fileURLToPath(new URL('../receiver.ts', import.meta.url));
+
+export interface ReceiverHandle {
+  readonly pid: number;
+  readonly port: number;
+  /** Base URL; webhook i is `${url}/hooks/${i}`. */
+  readonly url: string;
+  counters: ReceiverCounters | undefined;
+  setSecrets(secrets: string[]): void;
+  /** Resolves once every request received so far has been reported. */
+  flush(): Promise<void>;
+  stop(): Promise<void>;
+  readonly child: ChildProcess;
+}
+
+export async function startReceiver(
+  options: ReceiverOptions,
+  onBatch: (batch: ReceiverBatch) => void,
+): Promise<ReceiverHandle> {
+  const child = fork(RECEIVER, [JSON.stringify(options)], {
+    execArgv: ['--import', 'tsx'],
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    // Its own process group: a Ctrl-C in the terminal reaches only the bench, which stops it.
+    detached: true,
+  });
+  const flushWaiters: (() => void)[] = [];
+  const port = await new Promise<number>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error('the receiver did not start within 30 s')), 30_000);
+    child.once('exit', (code) => reject(new Error(`the receiver exited (${code}) before listening`)));
+    child.on('message', (message: FromReceiver) => {
+      if (message.type === 'listening') {
+        clearTimeout(timer);
+        resolve(message.port);
+      }
+    });
+  });
+  const handle: ReceiverHandle = {
+    pid: child.pid!,
+    port,
+    url: `https://127.0.0.1:${port}`,
+    counters: undefined,
+    child,
+    setSecrets(secrets) {
+      child.send({ type: 'secrets', secrets } satisfies ToReceiver);
+    },
+    flush() {
+      return new Promise((resolve) => {
+        flushWaiters.push(resolve);
+        child.send({ type: 'flush' } satisfies ToReceiver);
+      });
+    },
+    async stop() {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      const exited = new Promise((resolve) => child.once('exit', resolve));
+      child.send({ type: 'stop' } satisfies ToReceiver);
+      const timer = setTimeout(() => child.kill('SIGKILL'), 3_000);
+      await exited;
+      clearTimeout(timer);
+    },
+  };
+  child.on('message', (message: FromReceiver) => {
+    if (message.type === 'batch') {
+      handle.counters = message.counters;
+      onBatch(message);
+    } else if (message.type === 'flushed') {
+      flushWaiters.shift()?.();
+    }
+  });
+  return handle;
+}

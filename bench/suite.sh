@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Runs the benchmark set recorded in docs/performance.md, one run after the other, each
+# started only once the machine is quiet (1-minute load average below $QUIET_LOAD, waiting at
+# most $QUIET_WAIT_S seconds; the load is recorded in every result either way).
+#
+#   bash bench/suite.sh [set]      set: core (default), load, fanout, compare, all
+#
+# Results go to bench/results/suite-<time>/ (JSON + SVG per run, and suite.log).
+set -u
+cd "$(dirname "$0")/.."
+SET=${1:-core}
+QUIET_LOAD=${QUIET_LOAD:-1.5}
+QUIET_WAIT_S=${QUIET_WAIT_S:-600}
+OUT=${SUITE_OUT:-bench/results/suite-$(date +%Y%m%d-%H%M%S)}
+mkdir -p "$OUT"
+LOG="$OUT/suite.log"
+
+wait_quiet() {
+  local waited=0
+  while :; do
+    local load
+    load=$(cut -d' ' -f1 /proc/loadavg)
+    if awk -v l="$load" -v q="$QUIET_LOAD" 'BEGIN { exit !(l < q) }'; then break; fi
+    if [ "$waited" -ge "$QUIET_WAIT_S" ]; then
+      echo "  (still busy after ${waited}s: load $load; running anyway)" | tee -a "$LOG"
+      break
+    fi
+    sleep 10
+    waited=$((waited + 10))
+  done
+}
+
+run() {
+  local name=$1
+  shift
+  wait_quiet
+  echo "== $name: npm run bench -- $* --out $OUT/$name.json" | tee -a "$LOG"
+  echo "   $(uptime)" | tee -a "$LOG"
+  npx tsx bench/run.ts "$@" --out "$OUT/$name.json" >>"$LOG" 2>&1
+  echo "   exit $?  $(uptime)" | tee -a "$LOG"
+}
+
+temporal_ceiling() {
+  wait_quiet
+  echo "== $1: the Temporal path alone (bench/experiments/temporal-path.ts)" | tee -a "$LOG"
+  npx tsx bench/experiments/temporal-path.ts --workflows 1500 --concurrency 48 --variants service,local-activity \
+    --temporal-arg=--sqlite-pragma --temporal-arg=journal_mode=wal --temporal-arg=--sqlite-pragma --temporal-arg=synchronous=normal \
+    >"$OUT/$1.json" 2>>"$LOG"
+  echo "   exit $?  $(uptime)" | tee -a "$LOG"
+}
+
+case "$SET" in
+core | all)
+  temporal_ceiling temporal-path-before
+  run ceiling --ceiling --duration 30
+  run ceiling-extra-ca --ceiling --duration 30 --trust node-extra-ca
+  run max-w1 --rate max --duration 60 --webhooks 1
+  run r50-w1 --rate 50 --duration 60 --webhooks 1
+  run r50-w1-fail30 --rate 50 --duration 60 --webhooks 1 --fail-ratio 0.3
+  ;;&
+load | all)
+  run r10-w1 --rate 10 --duration 30
+  run r20-w1 --rate 20 --duration 30
+  run r30-w1 --rate 30 --duration 30
+  run r40-w1 --rate 40 --duration 30
+  ;;&
+fanout | all)
+  run r1-w10 --rate 1 --duration 30 --webhooks 10
+  run r2-w10 --rate 2 --duration 30 --webhooks 10
+  run r3-w10 --rate 3 --duration 30 --webhooks 10
+  run r4-w10 --rate 4 --duration 30 --webhooks 10
+  run r0.2-w50 --rate 0.2 --duration 30 --webhooks 50
+  run r0.4-w50 --rate 0.4 --duration 30 --webhooks 50
+  run r0.6-w50 --rate 0.6 --duration 30 --webhooks 50
+  run r0.8-w50 --rate 0.8 --duration 30 --webhooks 50
+  ;;&
+compare | all)
+  run max-w1-postgres --rate max --duration 30 --postgres
+  run r20-w1-postgres --rate 20 --duration 30 --postgres
+  run max-w1-profile --rate max --duration 30 --cpu-prof
+  temporal_ceiling temporal-path-after
+  ;;
+esac
+echo "results in $OUT" | tee -a "$LOG"
