@@ -34,7 +34,7 @@ const READY_TIMEOUT_MS = 60_000;
  * Server settings beyond the CLI's defaults. Eager activity dispatch saves a task-queue round
  * trip per send. A state file gets SQLite's write-ahead log with `synchronous=NORMAL`: commits
  * survive any process crash (only a power loss can drop the last ones, never corrupt the file),
- * and the dev server completes 2.3 times as many delivery workflows per second as with its
+ * and the dev server completes about twice as many delivery workflows per second as with its
  * default rollback journal (docs/performance.md).
  */
 function tuningArgs(options: DevServerOptions): string[] {
