@@ -1,6 +1,7 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
+import { serviceNodeFlags } from './support/service-command.ts';
 
 /*
  * Static checks of the production topology (docker-compose.yml, Dockerfile, .dockerignore).
@@ -311,6 +312,8 @@ describe('docker-compose.yml', () => {
         argv.join(' ') === `npm run ${role}` ||
         (argv[0] === 'node' && argv.includes('src/main.ts') && argv.at(-1) === role);
       expect(runsRole, `${role} runs: ${argv.join(' ')}`).toBe(true);
+      // Run directly, it gets the node flags `npm run <role>` gives it (the heap limit).
+      if (argv[0] === 'node') expect(argv.slice(1, -2), `${role} node flags`).toEqual(serviceNodeFlags());
     }
     expect(commandArgv('api')).not.toEqual(commandArgv('worker'));
   });
