@@ -13,7 +13,7 @@ import { buildNotificationBody, buildNotificationHeaders } from '../src/delivery
 import { createSender } from '../src/delivery/sender.ts';
 import { newId } from '../src/ids.ts';
 import { generateEncryptionKey, SecretBox } from '../src/secrets.ts';
-import { sampleEventData } from './lib/event.ts';
+import { docauthData } from '../test/support/event-data.ts';
 
 export interface CeilingOptions {
   url: string;
@@ -59,7 +59,7 @@ const timer = setInterval(flush, 100);
 async function one(seq: number, measured = true): Promise<void> {
   const deliveryId = newId('delivery');
   const started = performance.timeOrigin + performance.now();
-  const body = buildNotificationBody({ deliveryId, event: 'docauth.completed', occurredAt, data: sampleEventData(seq) });
+  const body = buildNotificationBody({ deliveryId, event: 'docauth.completed', occurredAt, data: docauthData({ request_id: `req_bench_${seq}` }) });
   const headers = buildNotificationHeaders({
     secret: secretBox.open(sealed),
     timestampSeconds: Math.floor(Date.now() / 1000),

@@ -44,7 +44,6 @@ temporal_ceiling() {
   wait_quiet
   echo "== $1: the Temporal path alone (bench/experiments/temporal-path.ts)" | tee -a "$LOG"
   npx tsx bench/experiments/temporal-path.ts --workflows 1500 --concurrency 48 --variants service,local-activity \
-    --temporal-arg=--sqlite-pragma --temporal-arg=journal_mode=wal --temporal-arg=--sqlite-pragma --temporal-arg=synchronous=normal \
     >"$OUT/$1.json" 2>>"$LOG"
   echo "   exit $?  $(uptime)" | tee -a "$LOG"
 }

@@ -13,14 +13,14 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { openDatabase, type Database } from '../../src/db/client.ts';
+import { openDatabase } from '../../src/db/client.ts';
 import { spawnEmbeddedPostgres } from '../../src/db/embedded.ts';
 import { createApiKey } from '../../src/db/queries/api-keys.ts';
 import { finishAttempt, startAttempt } from '../../src/db/queries/deliveries.ts';
 import { markEventDispatched, recordEvent } from '../../src/db/queries/events.ts';
 import { insertWebhook } from '../../src/db/queries/webhooks.ts';
 import { generateEncryptionKey, SecretBox } from '../../src/secrets.ts';
-import { sampleEventData } from '../lib/event.ts';
+import { docauthData } from '../../test/support/event-data.ts';
 import { freePort } from '../lib/stack.ts';
 import { readStat } from '../lib/procstat.ts';
 import { percentiles, round } from '../lib/stats.ts';
@@ -71,7 +71,7 @@ async function deliveryPath(seq: number): Promise<void> {
     producerEventId: `evt-${seq}`,
     event: 'docauth.completed',
     occurredAt: new Date(),
-    payload: sampleEventData(seq),
+    payload: docauthData({ request_id: `req_bench_${seq}` }),
   });
   await markEventDispatched(db, recorded.event.id);
   for (const target of recorded.deliveries) {

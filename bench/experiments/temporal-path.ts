@@ -21,6 +21,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Client, Connection, WorkflowIdConflictPolicy, WorkflowIdReusePolicy } from '@temporalio/client';
 import { bundleWorkflowCode, NativeConnection, Worker } from '@temporalio/worker';
+import { parseConfig } from '../../src/config.ts';
 import { DeliveryScheduler } from '../../src/temporal/scheduler.ts';
 import {
   DeliveryStatusAttribute,
@@ -76,6 +77,7 @@ async function runVariant(variant: string) {
         },
         async markDeadLetter() {},
       },
+      maxCachedWorkflows: parseConfig({}).temporal.maxCachedWorkflows,
       shutdownGraceTime: '35s',
     });
     const running = worker.run();

@@ -1,8 +1,8 @@
 /**
  * Backends the bench can start itself for comparison runs (never used by the default run):
  *
- * - `startOwnTemporal`: the Temporal dev server with the service's own arguments
- *   (src/temporal/dev-server.ts) plus extra ones, e.g. `--sqlite-pragma synchronous=off`, so a
+ * - `startOwnTemporal`: the Temporal dev server as the service starts it
+ *   (src/temporal/dev-server.ts) plus extra arguments, e.g. `--sqlite-pragma synchronous=off`, so a
  *   change to the dev-server flags can be measured without touching the service.
  * - `startOwnPostgres`: a throwaway local Postgres (initdb in the work dir, pg_stat_statements
  *   loaded), to measure the service on real Postgres and count statements per delivery.
@@ -11,10 +11,9 @@ import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { chownSync, existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import postgres from 'postgres';
-import { Connection } from '@temporalio/client';
-import { findTemporalCli } from '../../scripts/temporal-cli.mjs';
-import { SEARCH_ATTRIBUTES } from '../../workflows/search-attributes.ts';
+import { startDevServer } from '../../src/temporal/dev-server.ts';
 import { freePort, killGroup } from './stack.ts';
+import { metricsUrlFromLog } from './temporal-metrics.ts';
 
 export interface OwnBackend {
   readonly url: string;
@@ -40,54 +39,23 @@ function waitExit(child: ChildProcess, ms: number): Promise<void> {
   });
 }
 
+/** The service's own dev server (`startDevServer`, same flags), with `extraArgs` after them. */
 export async function startOwnTemporal(workDir: string, extraArgs: string[]): Promise<OwnBackend> {
-  const cli = findTemporalCli(process.env['TEMPORAL_CLI_PATH']);
-  if (!cli) throw new Error('no Temporal CLI found (run `node scripts/temporal-cli.mjs` first)');
-  const port = await freePort();
-  const metricsPort = await freePort();
   const stateDir = path.join(workDir, 'own-temporal');
-  mkdirSync(stateDir, { recursive: true });
-  // The same arguments as src/temporal/dev-server.ts, then the extra ones.
-  const args = [
-    'server', 'start-dev',
-    '--ip', '127.0.0.1',
-    '--port', String(port),
-    '--namespace', 'default',
-    '--log-level', 'warn',
-    '--dynamic-config-value', 'system.enableActivityEagerExecution=true',
-    ...SEARCH_ATTRIBUTES.flatMap((key) => ['--search-attribute', `${key.name}=Keyword`]),
-    '--db-filename', path.join(stateDir, 'temporal.db'),
-    '--headless',
-    '--metrics-port', String(metricsPort),
-    ...extraArgs,
-  ];
-  const child = spawn(cli, args, { stdio: 'ignore', detached: true });
-  const address = `127.0.0.1:${port}`;
-  const deadline = Date.now() + 60_000;
-  for (;;) {
-    if (child.exitCode !== null) throw new Error(`the bench's Temporal dev server exited (${child.exitCode}); args: ${args.join(' ')}`);
-    try {
-      const connection = await Connection.connect({ address, connectTimeout: 1_000 });
-      try {
-        await connection.workflowService.describeNamespace({ namespace: 'default' });
-        break;
-      } finally {
-        await connection.close();
-      }
-    } catch (error) {
-      if (Date.now() > deadline) throw new Error(`the bench's Temporal dev server did not start: ${String(error)}`);
-      await new Promise((resolve) => setTimeout(resolve, 250));
-    }
-  }
+  const server = await startDevServer({
+    cliPath: process.env['TEMPORAL_CLI_PATH'],
+    stateDir,
+    port: await freePort(),
+    uiPort: undefined,
+    namespace: 'default',
+    extraArgs,
+  });
   return {
-    url: address,
-    pid: child.pid!,
+    url: server.address,
+    pid: Number(readFileSync(path.join(stateDir, 'temporal.pid'), 'utf8')),
     description: `Temporal dev server started by the bench (service flags + ${extraArgs.join(' ') || 'nothing'}), headless`,
-    metricsUrl: `http://127.0.0.1:${metricsPort}/metrics`,
-    async stop() {
-      killGroup(child.pid, 'SIGTERM');
-      await waitExit(child, 10_000);
-    },
+    metricsUrl: metricsUrlFromLog(path.join(stateDir, 'temporal.log')),
+    stop: () => server.stop(),
   };
 }
 

@@ -25,23 +25,26 @@ export interface ProcStat {
   cpuSeconds: number;
 }
 
-export function readStat(pid: number): ProcStat | undefined {
-  let text: string;
-  try {
-    text = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  } catch {
-    return undefined;
-  }
+/** Parses a /proc/<pid>/stat or /proc/<pid>/task/<tid>/stat line. */
+function parseStat(text: string): Omit<ProcStat, 'pid'> {
   // comm is in parentheses and may itself contain spaces or parentheses.
   const open = text.indexOf('(');
   const close = text.lastIndexOf(')');
-  const comm = text.slice(open + 1, close);
   const fields = text.slice(close + 2).split(' ');
-  // fields[0] is field 3 (state); utime is field 14, stime field 15.
-  const ppid = Number(fields[1]);
-  const utime = Number(fields[11]);
-  const stime = Number(fields[12]);
-  return { pid, comm, ppid, cpuSeconds: (utime + stime) / CLOCK_TICKS };
+  // fields[0] is field 3 (state); ppid is field 4, utime field 14, stime field 15.
+  return {
+    comm: text.slice(open + 1, close),
+    ppid: Number(fields[1]),
+    cpuSeconds: (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS,
+  };
+}
+
+export function readStat(pid: number): ProcStat | undefined {
+  try {
+    return { pid, ...parseStat(readFileSync(`/proc/${pid}/stat`, 'utf8')) };
+  } catch {
+    return undefined;
+  }
 }
 
 /** Resident set size in MB (VmRSS of /proc/<pid>/status), undefined if the process is gone. */
@@ -190,19 +193,14 @@ export function threadCpu(pid: number): Record<string, number> {
     return out;
   }
   for (const tid of tids) {
-    let text: string;
+    let thread: Omit<ProcStat, 'pid'>;
     try {
-      text = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+      thread = parseStat(readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8'));
     } catch {
       continue;
     }
-    const open = text.indexOf('(');
-    const close = text.lastIndexOf(')');
-    const comm = text.slice(open + 1, close);
-    const fields = text.slice(close + 2).split(' ');
-    const seconds = (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
     // Numbered thread names (e.g. "tokio-runtime-w", "libuv-worker") are grouped as they come.
-    out[comm] = (out[comm] ?? 0) + seconds;
+    out[thread.comm] = (out[thread.comm] ?? 0) + thread.cpuSeconds;
   }
   return out;
 }

@@ -1,5 +1,5 @@
 /** Starts bench/receiver.ts as a child process and collects what it reports. */
-import { fork, type ChildProcess } from 'node:child_process';
+import { fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import type { FromReceiver, ReceiverBatch, ReceiverCounters, ReceiverOptions, ToReceiver } from '../receiver.ts';
 
@@ -15,7 +15,6 @@ export interface ReceiverHandle {
   /** Resolves once every request received so far has been reported. */
   flush(): Promise<void>;
   stop(): Promise<void>;
-  readonly child: ChildProcess;
 }
 
 export async function startReceiver(
@@ -44,7 +43,6 @@ export async function startReceiver(
     port,
     url: `https://127.0.0.1:${port}`,
     counters: undefined,
-    child,
     setSecrets(secrets) {
       child.send({ type: 'secrets', secrets } satisfies ToReceiver);
     },

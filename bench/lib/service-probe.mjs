@@ -1,8 +1,8 @@
 // Loaded into the service under test with `node --import ./bench/lib/service-probe.mjs` (only
 // by the bench, never by the service itself). Every second it appends one JSON line to
-// $BENCH_PROBE_FILE: memory by kind (V8 heap, external, array buffers, which hold the PGlite
-// WASM memory) and the main thread's event-loop delay, which tells whether the main thread
-// (API, activities, PGlite, Temporal client) is saturated. Node also runs --import modules in
+// $BENCH_PROBE_FILE: memory by kind (V8 heap, external, array buffers) and the main thread's
+// event-loop delay, which tells whether the main thread (API, activities, Temporal client) is
+// saturated. Node also runs --import modules in
 // worker threads (the Temporal workflow thread), so each line says which thread wrote it;
 // rss is the whole process's, heap and external the thread's own isolate's. Processes the
 // service forks with its node flags (the embedded database) load it too: each line has its pid.

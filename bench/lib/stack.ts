@@ -55,9 +55,6 @@ export interface Stack {
   /** JSON lines of bench/lib/service-probe.mjs: memory by kind and event-loop load, every second. */
   readonly probeFile: string;
   readonly startupMs: number;
-  readonly child: ChildProcess;
-  /** Pid of the embedded Temporal dev server, if one was spawned. */
-  temporalPid(): number | undefined;
   stop(): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
@@ -170,8 +167,6 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     child.once('exit', (code, signal) => resolve({ code, signal })),
   );
 
-  const { temporalPid } = embeddedPids(dataDir);
-
   const stop = async () => {
     if (child.exitCode === null && child.signalCode === null) {
       child.kill('SIGTERM');
@@ -204,8 +199,6 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     logFile,
     probeFile,
     startupMs: Math.round(performance.now() - started),
-    child,
-    temporalPid,
     stop,
   };
 }

@@ -56,24 +56,19 @@ export interface TemporalServerCost {
 /** Per-delivery persistence and frontend request counts between two snapshots. */
 export function costPerDelivery(before: MetricSnapshot, after: MetricSnapshot, deliveries: number): TemporalServerCost {
   const n = Math.max(1, deliveries);
-  const delta = (key: string) => (after.get(key) ?? 0) - (before.get(key) ?? 0);
   const persistence = new Map<string, { count: number; seconds: number }>();
   const frontend = new Map<string, { count: number; seconds: number }>();
   for (const key of after.keys()) {
     const [metric, service, operation] = key.split('|') as [string, string, string];
-    const value = delta(key);
+    const value = (after.get(key) ?? 0) - (before.get(key) ?? 0);
     if (value <= 0) continue;
-    if (metric === 'persistence_requests' || metric === 'persistence_latency_sum') {
-      const entry = persistence.get(operation) ?? { count: 0, seconds: 0 };
-      if (metric === 'persistence_requests') entry.count += value;
-      else entry.seconds += value;
-      persistence.set(operation, entry);
-    } else if (service === 'frontend' && (metric === 'service_requests' || metric === 'service_latency_sum')) {
-      const entry = frontend.get(operation) ?? { count: 0, seconds: 0 };
-      if (metric === 'service_requests') entry.count += value;
-      else entry.seconds += value;
-      frontend.set(operation, entry);
-    }
+    const map = metric.startsWith('persistence_') ? persistence : service === 'frontend' ? frontend : undefined;
+    if (!map) continue;
+    const entry = map.get(operation) ?? { count: 0, seconds: 0 };
+    if (metric.endsWith('_requests')) entry.count += value;
+    else if (metric.endsWith('_latency_sum')) entry.seconds += value;
+    else continue;
+    map.set(operation, entry);
   }
   const rows = (map: Map<string, { count: number; seconds: number }>) =>
     [...map.entries()]

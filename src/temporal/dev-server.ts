@@ -26,6 +26,8 @@ export interface DevServerOptions {
   /** Web UI port; the UI is off when undefined. */
   uiPort: number | undefined;
   namespace: string;
+  /** More `temporal server start-dev` arguments, after the service's own (a repeated setting takes the later value). */
+  extraArgs?: string[];
 }
 
 const READY_TIMEOUT_MS = 60_000;
@@ -35,12 +37,13 @@ const READY_TIMEOUT_MS = 60_000;
  * trip per send. A state file gets SQLite's write-ahead log with `synchronous=NORMAL`: commits
  * survive any process crash (only a power loss can drop the last ones, never corrupt the file),
  * and the dev server completes about twice as many delivery workflows per second as with its
- * default rollback journal (docs/performance.md).
+ * default rollback journal (docs/performance.md). Then the caller's `extraArgs`.
  */
 function tuningArgs(options: DevServerOptions): string[] {
   return [
     '--dynamic-config-value', 'system.enableActivityEagerExecution=true',
     ...(options.stateDir ? ['--sqlite-pragma', 'journal_mode=wal', '--sqlite-pragma', 'synchronous=normal'] : []),
+    ...(options.extraArgs ?? []),
   ];
 }
 
@@ -60,12 +63,7 @@ function devServerArgs(options: DevServerOptions): string[] {
   return args;
 }
 
-async function waitUntilServing(
-  address: string,
-  namespace: string,
-  child: ChildProcess,
-  failure: () => string | undefined,
-): Promise<void> {
+async function waitUntilServing(address: string, namespace: string, failure: () => string | undefined): Promise<void> {
   const deadline = Date.now() + READY_TIMEOUT_MS;
   let lastError: unknown;
   while (Date.now() < deadline) {
@@ -208,7 +206,7 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
     return `the Temporal dev server exited (${child.exitCode ?? child.signalCode}) before it was ready${tail.trim() ? `:\n${tail.trim()}` : ''}`;
   };
   try {
-    await waitUntilServing(address, options.namespace, child, failure);
+    await waitUntilServing(address, options.namespace, failure);
   } catch (error) {
     await stop();
     throw error;

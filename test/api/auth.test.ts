@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eq, sql } from 'drizzle-orm';
+import { queryRows } from '../../src/db/client.ts';
 import { revokeApiKey } from '../../src/db/queries/api-keys.ts';
 import { apiKeys, deliveries, webhooks } from '../../src/db/schema.ts';
 import { sha256Hex } from '../../src/secrets.ts';
@@ -272,8 +273,7 @@ describe('API key storage', () => {
     const key = await h.createKey();
     const [, secret] = /^sk_[0-9a-z]{26}_([A-Za-z0-9_-]{43})$/.exec(key.token) ?? [];
     if (!secret) throw new Error(`unexpected token shape: ${key.token}`);
-    const result = await h.db.execute(sql`select * from api_keys where id = ${key.id}`);
-    const rows: unknown[] = Array.isArray(result) ? result : (result as unknown as { rows: unknown[] }).rows;
+    const rows = await queryRows(h.db, sql`select * from api_keys where id = ${key.id}`);
     expect(rows).toHaveLength(1);
     const stored = JSON.stringify(rows[0]);
     expect(stored).not.toContain(key.token);

@@ -6,13 +6,12 @@
  */
 import { randomUUID } from 'node:crypto';
 import { count, eq, inArray } from 'drizzle-orm';
+import { ABANDONED_ATTEMPT_ERROR } from '../../src/db/queries/deliveries.ts';
 import { deliveries, deliveryAttempts, events, webhooks } from '../../src/db/schema.ts';
+import { docauthData as sharedDocauthData } from '../support/event-data.ts';
 import type { Cluster } from './cluster.ts';
 import { sleep, waitFor } from './cluster.ts';
 import type { DedupeReceiver } from './receiver.ts';
-
-/** The marker `markDeadLetter` leaves on attempt rows it closes (they are not counted as failures). */
-const ABANDONED_ATTEMPT_ERROR = 'the attempt did not report back in time';
 
 // ---------------------------------------------------------------------------------------------
 // HTTP
@@ -226,23 +225,9 @@ export class Publisher {
   }
 }
 
-/** A valid `docauth.completed` data object. */
+/** A valid `docauth.completed` data object for the event `requestId`. */
 export function docauthData(requestId: string) {
-  return {
-    request_id: requestId,
-    session_id: 'sess-faults',
-    result: 'pass',
-    docauth_info: {
-      document_type: 'passport',
-      country_code: 'GBR',
-      first_name: 'Zoë',
-      last_name: 'Kowalski-Smith',
-      birth_date: '1990-04-01',
-      expiry_date: '2031-12-31',
-    },
-    processed_at: '2026-11-22T10:00:00Z',
-    scores_applied: true,
-  };
+  return sharedDocauthData({ request_id: requestId, session_id: 'sess-faults' });
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-import { and, asc, desc, eq, exists, inArray, lt, ne, sql } from 'drizzle-orm';
+import { and, asc, desc, eq, exists, inArray, lt, ne, sql, type SQL } from 'drizzle-orm';
 import type { Database } from '../client.ts';
 import {
   deliveries,
@@ -104,6 +104,17 @@ export async function restoreRetryableState(db: Database, deliveryId: string, st
 /** The error an attempt row gets when its attempt never reported how it ended. */
 export const ABANDONED_ATTEMPT_ERROR = 'the attempt did not report back in time';
 
+/**
+ * Closes as timed out the attempt rows of a delivery still `in_progress`: their attempt never
+ * reported how it ended (its worker died, or the database was down when it finished).
+ */
+function closeAbandonedAttempts(db: Database, deliveryId: string, onlyIf?: SQL) {
+  return db
+    .update(deliveryAttempts)
+    .set({ outcome: 'timeout', error: ABANDONED_ATTEMPT_ERROR })
+    .where(and(eq(deliveryAttempts.deliveryId, deliveryId), eq(deliveryAttempts.outcome, 'in_progress'), onlyIf));
+}
+
 /** A delivery with its webhook and event, as an attempt to send it starts. */
 export interface AttemptStart {
   /** The delivery as it was before this attempt. */
@@ -133,18 +144,7 @@ export async function startAttempt(db: Database, deliveryId: string, startedAt: 
       .where(and(eq(deliveries.id, deliveryId), ne(deliveries.status, 'delivered'), exists(activeWebhook)))
       .returning({ attemptNumber: deliveries.attemptCount }),
   );
-  const abandoned = db.$with('abandoned').as(
-    db
-      .update(deliveryAttempts)
-      .set({ outcome: 'timeout', error: ABANDONED_ATTEMPT_ERROR })
-      .where(
-        and(
-          eq(deliveryAttempts.deliveryId, deliveryId),
-          eq(deliveryAttempts.outcome, 'in_progress'),
-          exists(db.select().from(started)),
-        ),
-      ),
-  );
+  const abandoned = db.$with('abandoned').as(closeAbandonedAttempts(db, deliveryId, exists(db.select().from(started))));
   const opened = db.$with('opened').as(
     db.insert(deliveryAttempts).select((qb) =>
       qb
@@ -253,10 +253,7 @@ export async function finishAttempt(db: Database, result: AttemptResult): Promis
 export async function markDeadLetter(db: Database, deliveryId: string, reason?: string): Promise<void> {
   const now = new Date();
   await db.transaction(async (tx) => {
-    await tx
-      .update(deliveryAttempts)
-      .set({ outcome: 'timeout', error: ABANDONED_ATTEMPT_ERROR })
-      .where(and(eq(deliveryAttempts.deliveryId, deliveryId), eq(deliveryAttempts.outcome, 'in_progress')));
+    await closeAbandonedAttempts(tx, deliveryId);
     await tx
       .update(deliveries)
       .set({
