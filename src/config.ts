@@ -40,6 +40,7 @@ const environmentSchema = z.object({
   WORKER_MAX_CACHED_WORKFLOWS: z.coerce.number().int().min(0).max(100_000).default(250),
   TEMPORAL_PORT: port.default(7233),
   TEMPORAL_UI_PORT: port.default(8233),
+  CLUSTER_POSTGRES_PORT: port.default(5434),
   TEMPORAL_CLI_PATH: optionalString,
   METRICS_PORT: port.default(9464),
   TEMPORAL_SDK_METRICS_PORT: port.default(9465),
@@ -101,6 +102,10 @@ function toConfig(env: z.infer<typeof environmentSchema>) {
       workflowBundlePath: path.resolve(env.WORKFLOW_BUNDLE_PATH),
       /** Workflows a worker keeps in memory between their tasks; the rest are replayed when they wake. */
       maxCachedWorkflows: env.WORKER_MAX_CACHED_WORKFLOWS,
+    },
+    cluster: {
+      /** Port of the PostgreSQL server of `npm run cluster` (the production topology on one machine). */
+      postgresPort: env.CLUSTER_POSTGRES_PORT,
     },
     metrics: {
       /** Port of the worker role's own /metrics server (the API serves /metrics itself). */

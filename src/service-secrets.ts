@@ -3,26 +3,48 @@ import path from 'node:path';
 import { ConfigError, type Config } from './config.ts';
 import { generateEncryptionKey, randomToken, SecretBox } from './secrets.ts';
 
+/** A secret every process of one installation must share. */
+interface SharedSecret {
+  variable: string;
+  value: (config: Config) => string | undefined;
+  fileName: string;
+  make: () => string;
+}
+
+const ENCRYPTION_KEY: SharedSecret = {
+  variable: 'SECRET_ENCRYPTION_KEY',
+  value: (config) => config.secretEncryptionKey,
+  fileName: 'secret-encryption.key',
+  make: generateEncryptionKey,
+};
+
+const PRODUCER_TOKEN: SharedSecret = {
+  variable: 'EVENT_PRODUCER_TOKEN',
+  value: (config) => config.eventProducerToken,
+  fileName: 'producer-token',
+  make: () => `ptk_${randomToken(32)}`,
+};
+
 /**
- * A secret from configuration or, in the embedded mode only, from a file in DATA_DIR
- * made on first start. A service on a real database must be given it.
+ * The secret from configuration or, where `generate` allows it (the embedded mode, and
+ * `npm run cluster` for its replicas), from a file in DATA_DIR made on first use. A service
+ * on a real database must be given it: its replicas could not agree on a generated one.
  */
-async function configuredOrEmbedded(
+async function configuredOrGenerated(
   config: Config,
-  variable: string,
-  value: string | undefined,
-  fileName: string,
-  make: () => string,
+  secret: SharedSecret,
+  generate: boolean,
 ): Promise<{ value: string; file?: string }> {
-  if (value) return { value };
-  if (config.database.kind !== 'pglite') {
-    throw new ConfigError(`Invalid configuration:\n  ${variable}: is required when DATABASE_URL is set`);
+  const configured = secret.value(config);
+  if (configured) return { value: configured };
+  if (!generate) {
+    throw new ConfigError(`Invalid configuration:\n  ${secret.variable}: is required when DATABASE_URL is set`);
   }
-  const file = path.join(config.dataDir, fileName);
+  const file = path.join(config.dataDir, secret.fileName);
   const stored = await readFile(file, 'utf8').catch(() => undefined);
   if (stored?.trim()) return { value: stored.trim(), file };
   await mkdir(config.dataDir, { recursive: true });
-  const made = make();
+  const made = secret.make();
   try {
     // 'wx': when two processes start on a fresh DATA_DIR, the first file wins and both use it.
     await writeFile(file, `${made}\n`, { mode: 0o600, flag: 'wx' });
@@ -33,19 +55,27 @@ async function configuredOrEmbedded(
   }
 }
 
+const embedded = (config: Config) => config.database.kind === 'pglite';
+
 /** The box that seals webhook secrets: SECRET_ENCRYPTION_KEY, and the previous keys still accepted for opening. */
 export async function loadSecretBox(config: Config): Promise<SecretBox> {
-  const current = await configuredOrEmbedded(
-    config,
-    'SECRET_ENCRYPTION_KEY',
-    config.secretEncryptionKey,
-    'secret-encryption.key',
-    generateEncryptionKey,
-  );
+  const current = await configuredOrGenerated(config, ENCRYPTION_KEY, embedded(config));
   return new SecretBox(current.value, config.previousSecretEncryptionKeys);
 }
 
 /** EVENT_PRODUCER_TOKEN, and the file it was read from in the embedded mode. */
 export function loadProducerToken(config: Config): Promise<{ value: string; file?: string }> {
-  return configuredOrEmbedded(config, 'EVENT_PRODUCER_TOKEN', config.eventProducerToken, 'producer-token', () => `ptk_${randomToken(32)}`);
+  return configuredOrGenerated(config, PRODUCER_TOKEN, embedded(config));
+}
+
+/**
+ * SECRET_ENCRYPTION_KEY and EVENT_PRODUCER_TOKEN for a set of replicas started together
+ * (`npm run cluster`): the configured values, or values generated once in DATA_DIR.
+ */
+export async function sharedReplicaSecrets(config: Config): Promise<Record<'SECRET_ENCRYPTION_KEY' | 'EVENT_PRODUCER_TOKEN', string>> {
+  const [key, token] = await Promise.all([
+    configuredOrGenerated(config, ENCRYPTION_KEY, true),
+    configuredOrGenerated(config, PRODUCER_TOKEN, true),
+  ]);
+  return { SECRET_ENCRYPTION_KEY: key.value, EVENT_PRODUCER_TOKEN: token.value };
 }

@@ -1,6 +1,9 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
+import { TEMPORAL_MODULES } from '../scripts/temporal-tools.mjs';
+import { SERVICE_DYNAMIC_CONFIG } from '../src/temporal/dynamic-config.ts';
+import { SEARCH_ATTRIBUTES } from '../workflows/search-attributes.ts';
 import { serviceNodeFlags } from './support/service-command.ts';
 
 /*
@@ -18,6 +21,7 @@ const composeText = readFileSync(composeUrl, 'utf8');
 const compose = asRecord(parse(composeText, { merge: true }), 'docker-compose.yml');
 const services = asRecord(compose.services, 'services');
 const topLevelVolumes = compose.volumes === undefined ? {} : asRecord(compose.volumes, 'volumes');
+const bootstrapScript = readFileSync(new URL('../deploy/temporal/bootstrap.sh', import.meta.url), 'utf8');
 
 const APP_ROLES = ['api', 'worker'] as const;
 const EXPECTED_SERVICES = [
@@ -134,6 +138,13 @@ function publishesOnHost(name: string, hostPort: number, target: number): boolea
   );
 }
 
+/** Where a service mounts a host path (`source`), failing when it does not. */
+function mountOf(name: string, source: string): string {
+  const mount = ((service(name).volumes ?? []) as unknown[]).map(String).find((volume) => volume.split(':')[0] === source);
+  if (!mount) throw new Error(`${name} does not mount ${source}`);
+  return mount.split(':')[1]!;
+}
+
 function replicasOf(name: string): number {
   const deploy = service(name).deploy;
   if (!isRecord(deploy)) return 1;
@@ -221,15 +232,19 @@ describe('docker-compose.yml', () => {
     expect(imageOf('temporal-ui')).toMatch(/^temporalio\/ui:/);
   });
 
-  it('keeps the admin-tools jobs on the same Temporal version as the server', () => {
-    const serverVersion = imageTag(imageOf('temporal'));
-    expect(serverVersion).toMatch(/^\d+\.\d+\.\d+/);
-    expect(imageTag(imageOf('temporal-admin-tools'))).toBe(serverVersion);
-    expect(imageTag(imageOf('temporal-create-namespace'))).toBe(serverVersion);
+  it('runs the Temporal server and UI that the pinned CLI embeds (the ones npm run cluster builds), admin-tools in lockstep', () => {
+    const serverVersion = TEMPORAL_MODULES.server.version.replace(/^v/, '');
+    expect(imageTag(imageOf('temporal'))).toBe(serverVersion);
+    expect(imageTag(imageOf('temporal-ui'))).toBe(TEMPORAL_MODULES.ui.version.replace(/^v/, ''));
+    for (const job of ['temporal-admin-tools', 'temporal-create-namespace']) {
+      expect(imageTag(imageOf(job)), job).toMatch(new RegExp(`^${serverVersion.replaceAll('.', '\\.')}(-|$)`));
+    }
   });
 
-  it('runs postgres 16 with a pg_isready healthcheck and its data on a named volume', () => {
-    expect(imageOf('postgres')).toMatch(/^postgres:16(\.|-|$)/);
+  it('runs postgres 15 (Debian\'s major version) with deploy/postgres/production.conf, a pg_isready healthcheck and its data on a named volume', () => {
+    expect(imageOf('postgres')).toMatch(/^postgres:15(\.|-|$)/);
+    const settings = mountOf('postgres', './deploy/postgres/production.conf');
+    expect(commandArgv('postgres')).toEqual(expect.arrayContaining([`config_file=${settings}`]));
     const healthcheck = asRecord(service('postgres').healthcheck, 'postgres.healthcheck');
     const test = Array.isArray(healthcheck.test) ? healthcheck.test.join(' ') : String(healthcheck.test);
     expect(test).toContain('pg_isready');
@@ -255,49 +270,64 @@ describe('docker-compose.yml', () => {
     expect(sql).toMatch(/CREATE (ROLE|USER)\s+"?webhooks"?/i);
   });
 
-  it('runs the Temporal server on postgres12 with its seeds pointing at the postgres service', () => {
+  it('runs the Temporal server with deploy/temporal/server/production.yaml on the postgres service', () => {
     const env = environmentOf('temporal');
     const postgresEnv = environmentOf('postgres');
-    expect(env.DB).toBe('postgres12');
     expect(env.POSTGRES_SEEDS).toBe('postgres');
     expect(services).toHaveProperty(env.POSTGRES_SEEDS ?? '');
     expect(env.DB_PORT).toBe('5432');
     expect(env.POSTGRES_USER).toBe(postgresEnv.POSTGRES_USER);
     expect(env.POSTGRES_PWD).toBe(postgresEnv.POSTGRES_PASSWORD);
     expect(env.BIND_ON_IP).toBe('0.0.0.0');
+    const deployDir = mountOf('temporal', './deploy/temporal');
+    expect(deployDir).toBe('/etc/temporal/deploy');
+    expect(commandText('temporal')).toContain('temporal-server --root /etc/temporal --config deploy/server --env production --allow-no-auth start');
+    expect(env.DYNAMIC_CONFIG_FILE_PATH).toBe(`${deployDir}/dynamicconfig/production.yaml`);
+    expect(readFileSync(new URL('deploy/temporal/server/production.yaml', repoRootUrl), 'utf8')).toMatch(/pluginName: postgres12/);
   });
 
-  it('sets up the temporal and temporal_visibility schemas with temporal-sql-tool before the server starts', () => {
-    const script = commandText('temporal-admin-tools');
-    expect(script).toContain('temporal-sql-tool');
-    expect(script).toContain('--plugin postgres12');
-    expect(script).toContain('--ep postgres ');
-    for (const [database, schema] of [
-      ['temporal', 'temporal'],
-      ['temporal_visibility', 'visibility'],
-    ] as const) {
-      expect(script).toMatch(new RegExp(`--db ${database} create`));
-      expect(script).toMatch(new RegExp(`--db ${database} setup-schema -v 0\\.0`));
-      expect(script).toContain(
-        `--db ${database} update-schema -d /etc/temporal/schema/postgresql/v12/${schema}/versioned`,
-      );
-    }
-    expect(environmentOf('temporal-admin-tools').SQL_PASSWORD).toBe(environmentOf('postgres').POSTGRES_PASSWORD);
+  it('sets up the schemas with deploy/temporal/bootstrap.sh before the server starts', () => {
+    expect(mountOf('temporal-admin-tools', './deploy/temporal')).toBe('/deploy');
+    expect(commandText('temporal-admin-tools', 'entrypoint')).toBe('/bin/sh /deploy/bootstrap.sh schema');
+    expect(environmentOf('temporal-admin-tools')).toEqual(
+      Object.fromEntries(Object.entries(environmentOf('temporal')).filter(([key]) => ['POSTGRES_SEEDS', 'DB_PORT', 'POSTGRES_USER', 'POSTGRES_PWD'].includes(key))),
+    );
+    expect(bootstrapScript).toContain('temporal-sql-tool');
+    expect(bootstrapScript).toContain('--plugin postgres12');
+    for (const step of ['create-database', 'setup-schema -v 0.0', 'update-schema -d "$versions"']) expect(bootstrapScript).toContain(step);
+    expect(bootstrapScript).toMatch(/"\$\{DBNAME:-temporal\}:temporal" "\$\{VISIBILITY_DBNAME:-temporal_visibility\}:visibility"/);
     expect(dependenciesOf('temporal-admin-tools')).toMatchObject({ postgres: 'service_healthy' });
     expect(dependenciesOf('temporal')).toMatchObject({
       'temporal-admin-tools': 'service_completed_successfully',
     });
   });
 
-  it('creates the default namespace once the server reports healthy', () => {
-    const script = commandText('temporal-create-namespace');
-    expect(script).toMatch(/temporal operator namespace create (.* )?(--namespace|-n) default\b/);
+  it('creates the default namespace and the search attributes with bootstrap.sh once the server reports healthy', () => {
+    expect(mountOf('temporal-create-namespace', './deploy/temporal')).toBe('/deploy');
+    expect(commandText('temporal-create-namespace')).toContain('/bin/sh /deploy/bootstrap.sh namespace');
+    expect(bootstrapScript).toMatch(/operator namespace create --namespace "\$ns" --retention "\$retention"/);
+    expect(bootstrapScript).toContain('ns=${TEMPORAL_NAMESPACE:-default}');
     expect(service('temporal').healthcheck).toBeDefined();
     expect(dependenciesOf('temporal-create-namespace')).toMatchObject({ temporal: 'service_healthy' });
   });
 
-  it('serves the Temporal UI against temporal:7233 on host port 8233', () => {
+  it('registers in bootstrap.sh exactly the search attributes the workflows use', () => {
+    const listed = /^SEARCH_ATTRIBUTES="([^"]*)"$/m.exec(bootstrapScript)?.[1]?.split(' ');
+    expect(listed).toEqual(SEARCH_ATTRIBUTES.map((key) => key.name));
+    expect(bootstrapScript).toContain('--type Keyword');
+    expect(SEARCH_ATTRIBUTES.every((key) => key.type === 'KEYWORD')).toBe(true);
+  });
+
+  it('gives the production server the dynamic config the dev server gets by flag', () => {
+    const file = asRecord(parse(readFileSync(new URL('deploy/temporal/dynamicconfig/production.yaml', repoRootUrl), 'utf8')), 'dynamic config');
+    const values = Object.fromEntries(Object.entries(file).map(([key, entries]) => [key, (entries as { value: unknown }[])[0]?.value]));
+    expect(values).toMatchObject(SERVICE_DYNAMIC_CONFIG);
+  });
+
+  it('serves the Temporal UI with deploy/temporal/ui against temporal:7233 on host port 8233', () => {
     expect(environmentOf('temporal-ui').TEMPORAL_ADDRESS).toBe('temporal:7233');
+    expect(mountOf('temporal-ui', './deploy/temporal/ui')).toBe('/home/ui-server/deploy');
+    expect(commandText('temporal-ui', 'entrypoint')).toBe('./ui-server --root /home/ui-server --config deploy --env production start');
     expect(publishesOnHost('temporal-ui', 8233, 8080)).toBe(true);
   });
 

@@ -15,17 +15,23 @@ declare module 'vitest' {
   }
 }
 
-/** One real Temporal dev server (in memory) and one workflow bundle for the whole run. */
+/**
+ * One real Temporal server and one workflow bundle for the whole run: the Temporal server at
+ * TEMPORAL_ADDRESS when it is set (for example the production topology of `npm run cluster`,
+ * whose bootstrap registered the namespace and search attributes), else a dev server in memory.
+ */
 export default async function setup(project: TestProject) {
   const config = parseConfig(process.env);
   const [server, bundle] = await Promise.all([
-    startDevServer({
-      cliPath: config.temporal.cliPath,
-      stateDir: undefined,
-      port: await freePort(),
-      uiPort: undefined,
-      namespace: config.temporal.namespace,
-    }),
+    config.temporal.address
+      ? { address: config.temporal.address, stop: async () => {} }
+      : startDevServer({
+          cliPath: config.temporal.cliPath,
+          stateDir: undefined,
+          port: await freePort(),
+          uiPort: undefined,
+          namespace: config.temporal.namespace,
+        }),
     bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: undefined }),
   ]);
   const dir = await mkdtemp(path.join(os.tmpdir(), 'webhooks-test-'));

@@ -5,8 +5,9 @@ import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { Connection } from '@temporalio/client';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
-import { findTemporalCli } from '../../scripts/temporal-cli.mjs';
+import { findTemporalCli } from '../../scripts/temporal-tools.mjs';
 import { SEARCH_ATTRIBUTES } from '../../workflows/search-attributes.ts';
+import { SERVICE_DYNAMIC_CONFIG } from './dynamic-config.ts';
 
 /** A running Temporal dev server. */
 export interface DevServer {
@@ -33,15 +34,15 @@ export interface DevServerOptions {
 const READY_TIMEOUT_MS = 60_000;
 
 /**
- * Server settings beyond the CLI's defaults. Eager activity dispatch saves a task-queue round
- * trip per send. A state file gets SQLite's write-ahead log with `synchronous=NORMAL`: commits
- * survive any process crash (only a power loss can drop the last ones, never corrupt the file),
+ * Server settings beyond the CLI's defaults: the dynamic config the service relies on, and for
+ * a state file SQLite's write-ahead log with `synchronous=NORMAL`: commits survive any process
+ * crash (only a power loss can drop the last ones, never corrupt the file),
  * and the dev server completes about twice as many delivery workflows per second as with its
  * default rollback journal (docs/performance.md). Then the caller's `extraArgs`.
  */
 function tuningArgs(options: DevServerOptions): string[] {
   return [
-    '--dynamic-config-value', 'system.enableActivityEagerExecution=true',
+    ...Object.entries(SERVICE_DYNAMIC_CONFIG).flatMap(([key, value]) => ['--dynamic-config-value', `${key}=${JSON.stringify(value)}`]),
     ...(options.stateDir ? ['--sqlite-pragma', 'journal_mode=wal', '--sqlite-pragma', 'synchronous=normal'] : []),
     ...(options.extraArgs ?? []),
   ];
@@ -237,7 +238,7 @@ async function startDownloadedDevServer(
   } catch (error) {
     throw new Error(
       'No Temporal CLI is available: none in TEMPORAL_CLI_PATH, on PATH or in .tools/bin, and the download failed ' +
-        `(${String(error)}). Install Go >= 1.25 and run \`node scripts/temporal-cli.mjs\`, or install the Temporal CLI.`,
+        `(${String(error)}). Install Go >= 1.25 and run \`node scripts/temporal-tools.mjs\`, or install the Temporal CLI.`,
     );
   }
   return { address, uiUrl, stop: () => env.teardown() };

@@ -1,4 +1,5 @@
 import { createServer } from 'node:net';
+import { portIsFree } from '../../src/cluster/processes.ts';
 
 /** A TCP port free on 127.0.0.1 right now. */
 export function freePort(): Promise<number> {
@@ -10,4 +11,14 @@ export function freePort(): Promise<number> {
       server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
     });
   });
+}
+
+/** `size` consecutive TCP ports free on 127.0.0.1 right now; returns the first. */
+export async function freePortBlock(size: number): Promise<number> {
+  for (let tries = 0; tries < 200; tries += 1) {
+    const first = 20_000 + Math.floor(Math.random() * 40_000);
+    const free = await Promise.all(Array.from({ length: size }, (_, i) => portIsFree(first + i)));
+    if (free.every(Boolean)) return first;
+  }
+  throw new Error(`no block of ${size} free ports found`);
 }

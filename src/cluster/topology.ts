@@ -1,0 +1,314 @@
+/**
+ * `npm run cluster -- up | down | status`: the production topology on one machine, without
+ * Docker. PostgreSQL, the Temporal server on it, the Web UI, and the service's API and worker
+ * replicas (each `npm run api` / `npm run worker`), all in DATA_DIR/cluster, all detached so
+ * they outlive the command; the state file records who runs.
+ */
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { ensureTemporalTools } from '../../scripts/temporal-tools.mjs';
+import type { Config } from '../config.ts';
+import { sharedReplicaSecrets } from '../service-secrets.ts';
+import { boundPorts, clusterLayout, REPO_ROOT, type ClusterLayout, type ReplicaCounts } from './layout.ts';
+import {
+  ensurePostgresInstalled,
+  ensureRolesAndDatabases,
+  loadCredentials,
+  runningPostgres,
+  startPostgres,
+  stopPostgres,
+  webhooksDatabaseUrl,
+} from './postgres.ts';
+import { isRunning, npmScriptProcess, portIsFree, spawnDetached, stopProcess, waitUntil, type ProcessRecord } from './processes.ts';
+import {
+  setUpNamespace,
+  setUpSchema,
+  startTemporalServer,
+  startUi,
+  waitForHttp,
+  waitForTemporalServer,
+  type TemporalBinaries,
+} from './temporal.ts';
+
+/** History shards of a new cluster (fixed for its life): see docs/architecture.md. */
+export const DEFAULT_HISTORY_SHARDS = 4;
+export const DEFAULT_REPLICAS: ReplicaCounts = { api: 2, worker: 2 };
+
+/** Seconds each role gets to stop after SIGTERM (a worker drains attempts of up to 30 s). */
+const GRACE_MS: Record<string, number> = { api: 15_000, worker: 45_000, ui: 5_000, temporal: 30_000 };
+
+interface ClusterState {
+  layout: ClusterLayout;
+  historyShards: number;
+  counts: ReplicaCounts;
+  /** Temporal, the UI and the replicas; PostgreSQL is known by its postmaster.pid. */
+  processes: ProcessRecord[];
+}
+
+/** What `status --json` prints. */
+export interface ClusterStatus {
+  dataDir: string;
+  api: string[];
+  temporal: string;
+  ui: string;
+  postgres: string;
+  temporalMetrics: string;
+  historyShards: number;
+  /** Running processes; `pid` of `api` and `worker` is the service's node process. */
+  processes: { role: string; index: number; pid: number }[];
+  /** Processes of the topology that are not running. */
+  stopped: { role: string; index: number }[];
+}
+
+export type Log = (line: string) => void;
+
+function stateFile(config: Config): string {
+  return path.join(config.dataDir, 'cluster', 'state.json');
+}
+
+function readState(config: Config): ClusterState | undefined {
+  const file = stateFile(config);
+  return existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as ClusterState) : undefined;
+}
+
+function writeState(state: ClusterState): void {
+  const temporary = `${state.layout.stateFile}.tmp`;
+  writeFileSync(temporary, `${JSON.stringify(state, null, 2)}\n`);
+  renameSync(temporary, state.layout.stateFile);
+}
+
+/** One `up` or `down` at a time per DATA_DIR. */
+async function withLock<T>(config: Config, action: () => Promise<T>): Promise<T> {
+  const root = path.join(config.dataDir, 'cluster');
+  mkdirSync(root, { recursive: true });
+  const lockFile = path.join(root, 'lock');
+  for (;;) {
+    try {
+      writeFileSync(lockFile, String(process.pid), { flag: 'wx' });
+      break;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+      const holder = Number(readFileSync(lockFile, 'utf8'));
+      let alive = false;
+      try {
+        process.kill(holder, 0);
+        alive = true;
+      } catch {
+        // stale lock of a process that died
+      }
+      if (alive && holder !== process.pid) throw new Error(`another \`npm run cluster\` (pid ${holder}) is working on ${config.dataDir}`);
+      rmSync(lockFile, { force: true });
+    }
+  }
+  try {
+    return await action();
+  } finally {
+    rmSync(lockFile, { force: true });
+  }
+}
+
+function record(state: ClusterState, role: string, index: number): ProcessRecord | undefined {
+  return state.processes.find((p) => p.role === role && p.index === index);
+}
+
+function replace(state: ClusterState, next: ProcessRecord): void {
+  state.processes = [...state.processes.filter((p) => !(p.role === next.role && p.index === next.index)), next];
+  writeState(state);
+}
+
+async function assertFree(layout: ClusterLayout, role: string, index?: number): Promise<void> {
+  const ports = boundPorts(layout).filter((p) => p.role === role);
+  const mine =
+    role === 'api' && index !== undefined
+      ? ports.filter((p) => p.port === layout.api[index]!.port)
+      : role === 'worker' && index !== undefined
+        ? ports.filter((p) => p.port === layout.workers[index]!.metricsPort || p.port === layout.workers[index]!.sdkMetricsPort)
+        : ports;
+  for (const { port, variable } of mine) {
+    if (!(await portIsFree(port))) {
+      throw new Error(`cannot start ${role}: 127.0.0.1:${port} is in use (set ${variable}); is \`npm start\` or another cluster running?`);
+    }
+  }
+}
+
+/** The environment of a service replica: the caller's variables, then what the topology decides. */
+function replicaEnv(base: NodeJS.ProcessEnv, layout: ClusterLayout, databaseUrl: string, secrets: Record<string, string>): NodeJS.ProcessEnv {
+  return {
+    ...base,
+    ...secrets,
+    DATA_DIR: layout.dataDir,
+    DATABASE_URL: databaseUrl,
+    TEMPORAL_ADDRESS: layout.temporal.address,
+  };
+}
+
+async function startReplica(
+  state: ClusterState,
+  role: 'api' | 'worker',
+  index: number,
+  env: NodeJS.ProcessEnv,
+  log: Log,
+): Promise<void> {
+  const { layout } = state;
+  await assertFree(layout, role, index);
+  const logFile = path.join(layout.logDir, `${role}-${index}.log`);
+  const roleEnv =
+    role === 'api'
+      ? { ...env, PORT: String(layout.api[index]!.port) }
+      : {
+          ...env,
+          METRICS_PORT: String(layout.workers[index]!.metricsPort),
+          TEMPORAL_SDK_METRICS_PORT: String(layout.workers[index]!.sdkMetricsPort),
+        };
+  const wrapper = spawnDetached(role, index, 'npm', ['run', role], { cwd: REPO_ROOT, env: roleEnv, logFile });
+  const service = await npmScriptProcess(wrapper);
+  replace(state, service);
+  const url = role === 'api' ? `${layout.api[index]!.url}/readyz` : `http://127.0.0.1:${layout.workers[index]!.metricsPort}/metrics`;
+  await waitForHttp(`${role} replica ${index}`, url, service, logFile, 180_000);
+  log(`${role} replica ${index} ready (pid ${service.pid})`);
+}
+
+/**
+ * Brings the topology up, starting only what does not run: a second `up` after a crash
+ * restarts what died and keeps the data. Resolves once everything answers.
+ */
+export async function up(
+  config: Config,
+  options: { counts: ReplicaCounts; historyShards: number | undefined; env: NodeJS.ProcessEnv },
+  log: Log,
+): Promise<ClusterStatus> {
+  if (config.database.kind === 'postgres' || config.temporal.address) {
+    throw new Error('DATABASE_URL and TEMPORAL_ADDRESS must be unset: the cluster runs its own PostgreSQL and Temporal server and sets them for its replicas');
+  }
+  return withLock(config, async () => {
+    const bins = ensureTemporalTools(['cli', 'server', 'ui']) as TemporalBinaries;
+    const pgBin = await ensurePostgresInstalled(log);
+    const layout = clusterLayout(config, options.counts);
+    mkdirSync(layout.logDir, { recursive: true });
+    const previous = readState(config);
+    if (previous && JSON.stringify(previous.layout) !== JSON.stringify(layout) && previous.processes.some(isRunning)) {
+      throw new Error('the cluster runs with other ports or replica counts; stop it first: npm run cluster -- down');
+    }
+    if (previous && options.historyShards !== undefined && options.historyShards !== previous.historyShards) {
+      throw new Error(`this cluster was created with ${previous.historyShards} history shards, which cannot change; use another DATA_DIR for ${options.historyShards}`);
+    }
+    const state: ClusterState = {
+      layout,
+      historyShards: previous?.historyShards ?? options.historyShards ?? DEFAULT_HISTORY_SHARDS,
+      counts: options.counts,
+      processes: (previous?.processes ?? []).filter(isRunning),
+    };
+    writeState(state);
+
+    const credentials = loadCredentials(layout);
+    if (!runningPostgres(layout)) {
+      await assertFree(layout, 'postgres');
+      log('starting PostgreSQL…');
+      await startPostgres(layout, pgBin, path.join(layout.logDir, 'postgres.log'));
+    }
+    await ensureRolesAndDatabases(layout, credentials);
+
+    const temporalLog = path.join(layout.logDir, 'temporal.log');
+    const bootstrapLog = path.join(layout.logDir, 'bootstrap.log');
+    const runningTemporal = record(state, 'temporal', 0);
+    if (!runningTemporal) {
+      await assertFree(layout, 'temporal');
+      log('setting up the Temporal schemas (bootstrap.sh schema)…');
+      await setUpSchema(layout, credentials, bins, bootstrapLog);
+      log(`starting the Temporal server (${state.historyShards} history shards)…`);
+      const server = startTemporalServer(layout, credentials, bins, state.historyShards, temporalLog);
+      replace(state, server);
+      await waitForTemporalServer(layout, server, temporalLog);
+      log('setting up the namespace and search attributes (bootstrap.sh namespace)…');
+      await setUpNamespace(layout, config.temporal.namespace, bins, bootstrapLog);
+    }
+    if (!record(state, 'ui', 0)) {
+      await assertFree(layout, 'ui');
+      const uiLog = path.join(layout.logDir, 'ui.log');
+      const ui = startUi(layout, bins, uiLog);
+      replace(state, ui);
+      await waitForHttp('the Temporal Web UI', layout.ui.url, ui, uiLog);
+    }
+
+    const env = replicaEnv(options.env, layout, webhooksDatabaseUrl(layout, credentials), await sharedReplicaSecrets(config));
+    const missing = (['api', 'worker'] as const).flatMap((role) =>
+      Array.from({ length: options.counts[role] }, (_, index) => ({ role, index })).filter(({ index }) => !record(state, role, index)),
+    );
+    if (missing.length > 0) log(`starting ${missing.map(({ role, index }) => `${role} ${index}`).join(', ')}…`);
+    await Promise.all(missing.map(({ role, index }) => startReplica(state, role, index, env, log)));
+    // Replicas beyond the counts asked for (an earlier `up` with more) are stopped.
+    const extra = state.processes.filter((p) => (p.role === 'api' || p.role === 'worker') && p.index >= options.counts[p.role]);
+    await Promise.all(extra.map((p) => stopProcess(p, GRACE_MS[p.role]!)));
+    state.processes = state.processes.filter((p) => !extra.includes(p));
+    writeState(state);
+    return statusOf(state, credentials);
+  });
+}
+
+function statusOf(state: ClusterState, credentials = loadCredentials(state.layout)): ClusterStatus {
+  const { layout } = state;
+  const expected = [
+    { role: 'postgres', index: 0 },
+    { role: 'temporal', index: 0 },
+    { role: 'ui', index: 0 },
+    ...(['api', 'worker'] as const).flatMap((role) => Array.from({ length: state.counts[role] }, (_, index) => ({ role, index }))),
+  ];
+  const postgres = runningPostgres(layout);
+  const live = [...(postgres ? [postgres] : []), ...state.processes.filter(isRunning)];
+  const find = (role: string, index: number) => live.find((p) => p.role === role && p.index === index);
+  return {
+    dataDir: layout.dataDir,
+    api: layout.api.map((api) => api.url),
+    temporal: layout.temporal.address,
+    ui: layout.ui.url,
+    postgres: webhooksDatabaseUrl(layout, credentials),
+    temporalMetrics: layout.temporal.metricsUrl,
+    historyShards: state.historyShards,
+    processes: expected.flatMap(({ role, index }) => {
+      const process = find(role, index);
+      return process ? [{ role, index, pid: process.pid }] : [];
+    }),
+    stopped: expected.filter(({ role, index }) => !find(role, index)),
+  };
+}
+
+/** The topology in DATA_DIR as it is now; undefined when none was ever started there. */
+export function status(config: Config): ClusterStatus | undefined {
+  const state = readState(config);
+  return state ? statusOf(state) : undefined;
+}
+
+/** Stops everything (replicas, UI, Temporal, PostgreSQL) and checks that no port is left bound. */
+export async function down(config: Config, log: Log): Promise<void> {
+  await withLock(config, async () => {
+    const state = readState(config);
+    if (!state) {
+      log(`no cluster in ${config.dataDir}: nothing to stop`);
+      return;
+    }
+    const stopAll = (roles: string[]) =>
+      Promise.all(state.processes.filter((p) => roles.includes(p.role)).map((p) => stopProcess(p, GRACE_MS[p.role] ?? 15_000)));
+    log('stopping the API and worker replicas…');
+    await stopAll(['api', 'worker']);
+    log('stopping the Web UI and the Temporal server…');
+    await stopAll(['ui', 'temporal']);
+    log('stopping PostgreSQL…');
+    await stopPostgres(state.layout, await ensurePostgresInstalled(log));
+    const left = state.processes.filter(isRunning);
+    if (left.length > 0) throw new Error(`still running: ${left.map((p) => `${p.role} ${p.index} (pid ${p.pid})`).join(', ')}`);
+    let bound: number[] = [];
+    await waitUntil(
+      async () => {
+        const ports = boundPorts(state.layout).map(({ port }) => port);
+        const free = await Promise.all(ports.map((port) => portIsFree(port)));
+        bound = ports.filter((_, i) => !free[i]);
+        return bound.length === 0;
+      },
+      15_000,
+      () => `ports still bound after down: ${bound.join(', ')}`,
+    );
+    state.processes = [];
+    writeState(state);
+  });
+}
+

@@ -1,0 +1,298 @@
+/**
+ * `npm run cluster`: the production topology (PostgreSQL, the Temporal server on it, the Web UI,
+ * two API and two worker replicas, each its own process) brought up, used end to end through
+ * both API replicas, taken down and brought up again on its data.
+ */
+import { Client, Connection } from '@temporalio/client';
+import { execFile } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { boundPorts, type ClusterLayout } from '../../src/cluster/layout.ts';
+import { portIsFree, processStartTime } from '../../src/cluster/processes.ts';
+import { verifyWebhook } from '../../src/receiver/index.ts';
+import { randomToken } from '../../src/secrets.ts';
+import { startClusterTopology, type ClusterHandle } from '../support/cluster.ts';
+import { docauthData } from '../support/event-data.ts';
+import { startHttpsReceiver, type HttpsReceiver, type ReceivedRequest } from '../support/https-receiver.ts';
+
+const run = promisify(execFile);
+const PRODUCER_TOKEN = `ptk_${randomToken(32)}`;
+
+let cluster: ClusterHandle;
+let receiver: HttpsReceiver;
+
+interface Answer {
+  status: number;
+  body: any;
+}
+
+async function call(url: string, init: { method?: string; token?: string; body?: unknown } = {}): Promise<Answer> {
+  const response = await fetch(url, {
+    method: init.method ?? (init.body === undefined ? 'GET' : 'POST'),
+    headers: {
+      ...(init.token ? { Authorization: `Bearer ${init.token}` } : {}),
+      ...(init.body === undefined ? {} : { 'Content-Type': 'application/json' }),
+    },
+    ...(init.body === undefined ? {} : { body: JSON.stringify(init.body) }),
+  });
+  const text = await response.text();
+  return { status: response.status, body: text ? JSON.parse(text) : undefined };
+}
+
+async function poll<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 90_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+}
+
+/** The variables a process was started with (/proc/<pid>/environ). */
+function environmentOf(pid: number): Record<string, string> {
+  return Object.fromEntries(
+    readFileSync(`/proc/${pid}/environ`, 'utf8')
+      .split('\0')
+      .filter(Boolean)
+      .map((entry) => [entry.slice(0, entry.indexOf('=')), entry.slice(entry.indexOf('=') + 1)]),
+  );
+}
+
+const requestsFor = (deliveryId: string): ReceivedRequest[] =>
+  receiver.requests.filter((request) => request.headers['x-service-delivery-id'] === deliveryId);
+
+beforeAll(async () => {
+  receiver = await startHttpsReceiver();
+  cluster = await startClusterTopology({
+    name: 'e2e',
+    env: { DELIVERY_CA_FILE: receiver.certFile, DELIVERY_ALLOW_PRIVATE_TARGETS: 'true', EVENT_PRODUCER_TOKEN: PRODUCER_TOKEN },
+  });
+});
+
+afterAll(async () => {
+  await cluster?.destroy();
+  await receiver?.close();
+});
+
+describe('npm run cluster', () => {
+  let apiToken: string;
+  let apiKeyId: string;
+  let projectId: string;
+  let webhookId: string;
+  let secret: string;
+  const deliveryOf: Record<'plain' | 'retried' | 'deadLettered', string> = { plain: '', retried: '', deadLettered: '' };
+
+  it('reports every process of the topology with the addresses it serves', async () => {
+    const status = await cluster.refresh();
+    expect(status.api).toHaveLength(2);
+    expect(new URL(status.api[1]!).port).toBe(String(Number(new URL(status.api[0]!).port) + 1));
+    expect(status.temporal).toMatch(/^127\.0\.0\.1:\d+$/);
+    expect(status.ui).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+    expect(status.postgres).toMatch(/^postgres:\/\/webhooks:[^@]+@127\.0\.0\.1:\d+\/webhooks$/);
+    expect(status.stopped).toEqual([]);
+    expect(status.processes.map(({ role, index }) => `${role}-${index}`).sort()).toEqual(
+      ['api-0', 'api-1', 'postgres-0', 'temporal-0', 'ui-0', 'worker-0', 'worker-1'],
+    );
+    const pids = status.processes.map((p) => p.pid);
+    expect(new Set(pids).size).toBe(pids.length);
+    for (const pid of pids) expect(processStartTime(pid), `pid ${pid}`).toBeDefined();
+    // The replicas are the service's own node processes, started by `npm run api|worker`.
+    for (const { role, pid } of status.processes.filter((p) => p.role === 'api' || p.role === 'worker')) {
+      expect(readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')).toEqual(expect.arrayContaining(['src/main.ts', role]));
+    }
+    for (const url of status.api) expect((await call(`${url}/readyz`)).status).toBe(200);
+    expect((await fetch(status.ui)).status).toBe(200);
+  });
+
+  it('gives every replica the variables set at up and the secrets generated once in DATA_DIR', async () => {
+    const { status } = cluster;
+    const generatedKey = readFileSync(path.join(cluster.dataDir, 'secret-encryption.key'), 'utf8').trim();
+    // EVENT_PRODUCER_TOKEN was set, so none was generated.
+    expect(existsSync(path.join(cluster.dataDir, 'producer-token'))).toBe(false);
+    for (const { role, index, pid } of status.processes.filter((p) => p.role === 'api' || p.role === 'worker')) {
+      const env = environmentOf(pid);
+      expect(env, `${role} ${index}`).toMatchObject({
+        DELIVERY_CA_FILE: receiver.certFile,
+        EVENT_PRODUCER_TOKEN: PRODUCER_TOKEN,
+        SECRET_ENCRYPTION_KEY: generatedKey,
+        DATABASE_URL: status.postgres,
+        TEMPORAL_ADDRESS: status.temporal,
+        DATA_DIR: cluster.dataDir,
+      });
+    }
+  });
+
+  it('lets the admin CLI reach its database with the postgres URL that status prints', async () => {
+    const env = { ...cluster.env, DATABASE_URL: cluster.status.postgres };
+    const { stdout } = await run('npm', ['run', '--silent', 'cli', '--', 'keys', 'create', '--project', 'acme-cluster', '--services', 'webhooks', '--json'], {
+      cwd: path.resolve(import.meta.dirname, '../..'),
+      env,
+    });
+    const key = JSON.parse(stdout) as { id: string; token: string; project_id: string };
+    expect(key.project_id).toBe('acme-cluster');
+    apiToken = key.token;
+    apiKeyId = key.id;
+    projectId = key.project_id;
+  });
+
+  it('delivers a signed notification: webhook created on one API replica, event published on the other', async () => {
+    const [api0, api1] = cluster.status.api as [string, string];
+    const created = await call(`${api0}/api-gateway/v2/webhooks`, {
+      token: apiToken,
+      body: { api_key_id: apiKeyId, url: receiver.url, events: ['docauth.completed'] },
+    });
+    expect(created.status).toBe(201);
+    webhookId = created.body.data.id;
+    secret = created.body.data.secret;
+
+    const published = await call(`${api1}/internal/v1/events`, {
+      token: PRODUCER_TOKEN,
+      body: { id: 'cluster-plain', project_id: projectId, event: 'docauth.completed', data: docauthData() },
+    });
+    expect(published.status).toBe(202);
+    deliveryOf.plain = published.body.data.delivery_ids[0];
+    await poll('the delivery', async () => requestsFor(deliveryOf.plain).at(0));
+    const [request] = requestsFor(deliveryOf.plain);
+    // Sealed by an API replica, opened by a worker replica: they share the generated key.
+    expect(verifyWebhook({ rawBody: request!.rawBody, headers: request!.headers, secret }).id).toBe(deliveryOf.plain);
+    const delivered = await poll('status delivered', async () => {
+      const answer = await call(`${api0}/api-gateway/v2/webhooks/${webhookId}/deliveries/${deliveryOf.plain}`, { token: apiToken });
+      return answer.body?.data?.status === 'delivered' ? answer.body.data : undefined;
+    });
+    expect(delivered.attempt_count).toBe(1);
+  });
+
+  it('retries a failing endpoint with backoff, and dead-letters one that never answers 2xx', async () => {
+    const [api0] = cluster.status.api as [string];
+    const failuresOf = new Map<string, number>();
+    receiver.behave((request) => {
+      const id = String(request.headers['x-service-delivery-id']);
+      const failures = (failuresOf.get(id) ?? 0) + 1;
+      failuresOf.set(id, failures);
+      const body = JSON.parse(request.rawBody.toString('utf8')) as { data: { request_id: string } };
+      if (body.data.request_id === 'always-fails') return { status: 500 };
+      return failures <= 2 ? { status: 503 } : { status: 200 };
+    });
+    const publish = async (id: string, requestId: string) => {
+      const answer = await call(`${api0}/internal/v1/events`, {
+        token: PRODUCER_TOKEN,
+        body: { id, project_id: projectId, event: 'docauth.completed', data: docauthData({ request_id: requestId }) },
+      });
+      expect(answer.status).toBe(202);
+      return answer.body.data.delivery_ids[0] as string;
+    };
+    deliveryOf.retried = await publish('cluster-retried', 'fails-twice');
+    deliveryOf.deadLettered = await publish('cluster-dead-letter', 'always-fails');
+
+    const deliveryUrl = (id: string) => `${api0}/api-gateway/v2/webhooks/${webhookId}/deliveries/${id}`;
+    const retried = await poll('the retried delivery', async () => {
+      const answer = await call(deliveryUrl(deliveryOf.retried), { token: apiToken });
+      return answer.body?.data?.status === 'delivered' ? answer.body.data : undefined;
+    });
+    expect(retried.attempt_count).toBe(3);
+    const attempts = await call(`${deliveryUrl(deliveryOf.retried)}/attempts`, { token: apiToken });
+    expect(attempts.body.data.map((a: { status_code?: number }) => a.status_code)).toEqual([503, 503, 200]);
+    const gaps = requestsFor(deliveryOf.retried).map((r, i, all) => (i === 0 ? 0 : r.receivedAt - all[i - 1]!.receivedAt));
+    expect(gaps[1]).toBeGreaterThanOrEqual(900);
+    expect(gaps[2]).toBeGreaterThanOrEqual(1_900);
+
+    // Five attempts 1, 2, 4 and 8 s apart.
+    const deadLettered = await poll('the dead letter', async () => {
+      const answer = await call(deliveryUrl(deliveryOf.deadLettered), { token: apiToken });
+      return answer.body?.data?.status === 'dead_letter' ? answer.body.data : undefined;
+    });
+    expect(deadLettered).toMatchObject({ attempt_count: 5, last_status_code: 500 });
+    expect(requestsFor(deliveryOf.deadLettered)).toHaveLength(5);
+  });
+
+  it('finds the deliveries by WebhookId in Temporal, through the server and through its Web UI', async () => {
+    const connection = await Connection.connect({ address: cluster.status.temporal });
+    try {
+      const client = new Client({ connection });
+      const ids = await poll('visibility', async () => {
+        const found: string[] = [];
+        for await (const execution of client.workflow.list({ query: `WebhookId = "${webhookId}"` })) found.push(execution.workflowId);
+        return found.length === 3 ? found.sort() : undefined;
+      });
+      expect(ids).toEqual(Object.values(deliveryOf).sort());
+      const deadLettered = await poll('DeliveryStatus in visibility', async () => {
+        const found: string[] = [];
+        for await (const execution of client.workflow.list({ query: `WebhookId = "${webhookId}" AND DeliveryStatus = "dead_letter"` })) {
+          found.push(execution.workflowId);
+        }
+        return found.length === 1 ? found : undefined;
+      });
+      expect(deadLettered).toEqual([deliveryOf.deadLettered]);
+    } finally {
+      await connection.close();
+    }
+    const query = encodeURIComponent(`WebhookId = "${webhookId}"`);
+    const listed = (await (await fetch(`${cluster.status.ui}/api/v1/namespaces/default/workflows?query=${query}`)).json()) as {
+      executions: { execution: { workflowId: string } }[];
+    };
+    expect(listed.executions.map((e) => e.execution.workflowId).sort()).toEqual(Object.values(deliveryOf).sort());
+  });
+
+  it('delivers a dead-lettered delivery after a manual retry through the other API replica', async () => {
+    const [api0, api1] = cluster.status.api as [string, string];
+    receiver.behave(() => ({ status: 200 }));
+    const retry = await call(`${api1}/api-gateway/v2/webhooks/${webhookId}/deliveries/${deliveryOf.deadLettered}/retry`, {
+      method: 'POST',
+      token: apiToken,
+    });
+    expect(retry.status).toBe(202);
+    const delivered = await poll('the retried dead letter', async () => {
+      const answer = await call(`${api0}/api-gateway/v2/webhooks/${webhookId}/deliveries/${deliveryOf.deadLettered}`, { token: apiToken });
+      return answer.body?.data?.status === 'delivered' ? answer.body.data : undefined;
+    });
+    expect(delivered.attempt_count).toBe(6);
+    const last = requestsFor(deliveryOf.deadLettered).at(-1)!;
+    expect(verifyWebhook({ rawBody: last.rawBody, headers: last.headers, secret }).id).toBe(deliveryOf.deadLettered);
+  });
+
+  it('stops everything with down: no process left, no port bound', async () => {
+    const { processes } = cluster.status;
+    const layout = JSON.parse(readFileSync(path.join(cluster.dataDir, 'cluster', 'state.json'), 'utf8')).layout as ClusterLayout;
+    const result = await cluster.cli(['down']);
+    expect(result.code, result.stderr).toBe(0);
+    for (const { role, pid } of processes) {
+      const stat = existsSync(`/proc/${pid}/stat`) ? readFileSync(`/proc/${pid}/stat`, 'utf8') : '';
+      // Gone, or a zombie whose parent has not reaped it yet (it holds nothing).
+      expect(stat === '' || / Z /.test(stat), `${role} pid ${pid}: ${stat}`).toBe(true);
+    }
+    const bound = [];
+    for (const { port, role } of boundPorts(layout)) if (!(await portIsFree(port))) bound.push(`${role}:${port}`);
+    expect(bound).toEqual([]);
+    const status = await cluster.cli(['status', '--json']);
+    expect(status.code).toBe(3);
+    expect(JSON.parse(status.stdout).processes).toEqual([]);
+  });
+
+  it('keeps the data on a second up: webhooks, deliveries and Temporal histories', async () => {
+    const status = await cluster.up();
+    expect(status.stopped).toEqual([]);
+    const [, api1] = status.api as [string, string];
+    const webhook = await call(`${api1}/api-gateway/v2/webhooks/${webhookId}`, { token: apiToken });
+    expect(webhook.status).toBe(200);
+    const listed = await call(`${api1}/api-gateway/v2/webhooks/${webhookId}/deliveries`, { token: apiToken });
+    expect(listed.body.data.map((d: { id: string; status: string }) => `${d.id}:${d.status}`).sort()).toEqual(
+      Object.values(deliveryOf).map((id) => `${id}:delivered`).sort(),
+    );
+    const connection = await Connection.connect({ address: status.temporal });
+    try {
+      const description = await new Client({ connection }).workflow.getHandle(deliveryOf.plain).describe();
+      expect(description.status.name).toBe('COMPLETED');
+    } finally {
+      await connection.close();
+    }
+  });
+
+  it('refuses to start with DATABASE_URL or TEMPORAL_ADDRESS set, naming them', async () => {
+    const result = await cluster.cli(['up'], { TEMPORAL_ADDRESS: 'elsewhere:7233' });
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain('DATABASE_URL and TEMPORAL_ADDRESS must be unset');
+  });
+});
