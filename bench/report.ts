@@ -23,7 +23,7 @@ interface Result {
   throughput_dps: number;
   latency_ms: { p50: number; p95: number; p99: number; max: number };
   publish_ms?: { p50: number; p99: number };
-  rss_mb: Record<string, number | { max: number; max_during_load?: number }>;
+  rss_mb: Record<string, number | { max: number; max_during_load?: number; largest_process_max?: number }>;
   cpu_ms_per_delivery?: Record<string, number>;
   cpu_per_delivery_ms?: Record<string, number>;
 }
@@ -38,6 +38,7 @@ const files = process.argv.slice(2).flatMap((arg) =>
 );
 
 const rss = (value: Result['rss_mb'][string] | undefined) => (typeof value === 'object' ? value.max : value);
+const largest = (value: Result['rss_mb'][string] | undefined) => (typeof value === 'object' ? value.largest_process_max : undefined);
 const cell = (value: number | string | undefined) => (value === undefined ? '–' : String(value));
 
 const header = [
@@ -69,7 +70,7 @@ for (const file of files) {
     result.throughput_dps,
     `${result.latency_ms.p50} / ${result.latency_ms.p95} / ${result.latency_ms.p99}`,
     result.publish_ms ? `${result.publish_ms.p50} / ${result.publish_ms.p99}` : '–',
-    cell(rss(result.rss_mb['service'] ?? result.rss_mb['sender'])),
+    result.mode === 'cluster' ? `largest replica: api ${cell(largest(result.rss_mb['api']))}, worker ${cell(largest(result.rss_mb['worker']))}` : cell(rss(result.rss_mb['service'] ?? result.rss_mb['sender'])),
     result.mode === 'ceiling'
       ? `sender ${cell(cpu['sender'])}`
       : `${cell(cpu['service'])} / ${cell(cpu['temporal'])} / ${cell(database)}`,

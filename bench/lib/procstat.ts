@@ -58,6 +58,22 @@ export function readRssMb(pid: number): number | undefined {
   }
 }
 
+/**
+ * Proportional set size in MB (Pss of /proc/<pid>/smaps_rollup): pages shared by several
+ * processes (PostgreSQL's shared buffers, a binary's text) are divided among them, so the sum
+ * over a group of processes is the group's real memory, where the sum of RSS counts shared
+ * pages once per process.
+ */
+export function readPssMb(pid: number): number | undefined {
+  try {
+    const rollup = readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8');
+    const match = /^Pss:\s+(\d+) kB/m.exec(rollup);
+    return match ? Number(match[1]) / 1024 : 0;
+  } catch {
+    return undefined;
+  }
+}
+
 /** Every process on the machine (pid, parent, comm, CPU). */
 export function listProcesses(): ProcStat[] {
   const out: ProcStat[] = [];
@@ -101,7 +117,8 @@ export interface Sample {
   /** Epoch milliseconds. */
   t: number;
   phase: string;
-  groups: Record<string, { cpuSeconds: number; rssMb: number; pids: number }>;
+  /** Per group: CPU, the sum of RSS and of PSS ({@link readPssMb}), its largest process's RSS, and how many processes. */
+  groups: Record<string, { cpuSeconds: number; rssMb: number; pssMb: number; largestRssMb: number; pids: number }>;
 }
 
 /**
@@ -138,15 +155,20 @@ export class ProcessSampler {
       const pids = group.pids(all).filter((pid) => byPid.has(pid));
       let cpu = 0;
       let rss = 0;
+      let pss = 0;
+      let largest = 0;
       for (const pid of pids) {
         const stat = byPid.get(pid)!;
+        const processRss = readRssMb(pid) ?? 0;
         cpu += stat.cpuSeconds;
-        rss += readRssMb(pid) ?? 0;
+        rss += processRss;
+        largest = Math.max(largest, processRss);
+        pss += readPssMb(pid) ?? 0;
       }
-      groups[group.name] = { cpuSeconds: cpu, rssMb: rss, pids: pids.length };
+      groups[group.name] = { cpuSeconds: cpu, rssMb: rss, pssMb: pss, largestRssMb: largest, pids: pids.length };
     }
     const machine = machineCpu();
-    groups['machine'] = { cpuSeconds: machine.busySeconds, rssMb: 0, pids: machine.cores };
+    groups['machine'] = { cpuSeconds: machine.busySeconds, rssMb: 0, pssMb: 0, largestRssMb: 0, pids: machine.cores };
     const sample: Sample = { t: Date.now(), phase: this.phase, groups };
     this.samples.push(sample);
     return sample;
@@ -162,12 +184,12 @@ export class ProcessSampler {
     return found ?? this.samples[0];
   }
 
-  /** Max RSS of a group over the samples of the given phases (all phases when omitted). */
-  maxRss(group: string, phases?: string[]): number {
+  /** Max RSS (summed, PSS summed, or of its largest process) of a group over the samples of the given phases (all phases when omitted). */
+  maxRss(group: string, phases?: string[], kind: 'rssMb' | 'pssMb' | 'largestRssMb' = 'rssMb'): number {
     let max = 0;
     for (const sample of this.samples) {
       if (phases && !phases.includes(sample.phase)) continue;
-      max = Math.max(max, sample.groups[group]?.rssMb ?? 0);
+      max = Math.max(max, sample.groups[group]?.[kind] ?? 0);
     }
     return max;
   }

@@ -1,6 +1,8 @@
 /** Starts bench/receiver.ts as a child process and collects what it reports. */
 import { fork } from 'node:child_process';
+import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { localCertificate } from '../../src/cli/certificate.ts';
 import type { FromReceiver, ReceiverBatch, ReceiverCounters, ReceiverOptions, ToReceiver } from '../receiver.ts';
 
 const RECEIVER = fileURLToPath(new URL('../receiver.ts', import.meta.url));
@@ -70,4 +72,21 @@ export async function startReceiver(
     }
   });
   return handle;
+}
+
+/**
+ * The run's receiver with a fresh self-signed certificate for 127.0.0.1 in `workDir/cert` (the
+ * service trusts its certificate file).
+ */
+export async function startCertifiedReceiver(
+  workDir: string,
+  failure: { failRatio: number; failCap: number },
+  onBatch: (batch: ReceiverBatch) => void,
+): Promise<{ receiver: ReceiverHandle; certFile: string }> {
+  const certificate = localCertificate(path.join(workDir, 'cert'), 2);
+  const receiver = await startReceiver(
+    { keyFile: path.join(workDir, 'cert', 'key.pem'), certFile: certificate.certFile, ...failure },
+    onBatch,
+  );
+  return { receiver, certFile: certificate.certFile };
 }

@@ -34,6 +34,9 @@ import {
 export const DEFAULT_HISTORY_SHARDS = 4;
 export const DEFAULT_REPLICAS: ReplicaCounts = { api: 2, worker: 2 };
 
+/** The Temporal server stores its membership ports in a smallint column (cluster_membership.rpc_port). */
+const MAX_TEMPORAL_PORT = 32_767;
+
 /** Seconds each role gets to stop after SIGTERM (a worker drains attempts of up to 30 s). */
 const GRACE_MS: Record<string, number> = { api: 15_000, worker: 45_000, ui: 5_000, temporal: 30_000 };
 
@@ -184,6 +187,10 @@ export async function up(
     const bins = ensureTemporalTools(['cli', 'server', 'ui']) as TemporalBinaries;
     const pgBin = await ensurePostgresInstalled(log);
     const layout = clusterLayout(config, options.counts);
+    const highest = Math.max(...Object.values(layout.temporal.ports));
+    if (highest > MAX_TEMPORAL_PORT) {
+      throw new Error(`TEMPORAL_PORT must be at most ${MAX_TEMPORAL_PORT - 9}: the server uses TEMPORAL_PORT to TEMPORAL_PORT+9 and stores its ports in a smallint column`);
+    }
     mkdirSync(layout.logDir, { recursive: true });
     const previous = readState(config);
     if (previous && JSON.stringify(previous.layout) !== JSON.stringify(layout) && previous.processes.some(isRunning)) {

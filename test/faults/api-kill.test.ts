@@ -1,5 +1,5 @@
 import { expect, it } from 'vitest';
-import { sleep, waitFor } from './cluster.ts';
+import { sleep, waitFor } from './wait.ts';
 import { EVENTS, finish, RATE, useScenario } from './scenario.ts';
 import { Publisher, waitUntilSettled } from './workload.ts';
 

@@ -20,6 +20,8 @@ import { randomToken } from '../../src/secrets.ts';
 import { startDevServer, type DevServer } from '../../src/temporal/dev-server.ts';
 import { freePort } from '../support/ports.ts';
 import { serviceNodeFlags } from '../support/service-command.ts';
+import { waitFor } from './wait.ts';
+import type { Deployment } from './workload.ts';
 
 const run = promisify(execFile);
 export const REPO_ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -39,28 +41,6 @@ const asRoot = process.getuid?.() === 0;
  * It survives everything the suite does (process kills), which is all that matters here.
  */
 const STATE_PARENT = process.env.FAULTS_TMPDIR ?? (existsSync('/dev/shm') ? '/dev/shm' : os.tmpdir());
-
-export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-/** Polls `probe` until it returns a value other than undefined/false, or throws after `timeoutMs`. */
-export async function waitFor<T>(
-  what: string,
-  probe: () => Promise<T | undefined | false> | T | undefined | false,
-  { timeoutMs = 60_000, intervalMs = 250 }: { timeoutMs?: number; intervalMs?: number } = {},
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let lastError: unknown;
-  while (Date.now() < deadline) {
-    try {
-      const value = await probe();
-      if (value !== undefined && value !== false) return value;
-    } catch (error) {
-      lastError = error;
-    }
-    await sleep(intervalMs);
-  }
-  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${lastError ? ` (last error: ${String(lastError)})` : ''}`);
-}
 
 // ---------------------------------------------------------------------------------------------
 // PostgreSQL
@@ -266,7 +246,7 @@ async function httpOk(url: string): Promise<boolean> {
 // ---------------------------------------------------------------------------------------------
 // The cluster
 
-export interface Cluster {
+export interface Cluster extends Deployment {
   readonly root: string;
   readonly postgres: PostgresServer;
   readonly temporal: TemporalServer;
@@ -275,11 +255,6 @@ export interface Cluster {
   readonly apiUrl: string;
   /** The worker's /metrics (its own and the Temporal SDK's). */
   readonly workerMetricsUrl: string;
-  readonly producerToken: string;
-  /** The test's own connection to the scenario's database (for keys and for polling). */
-  readonly db: DatabaseHandle['db'];
-  /** Creates an API key of a fresh project straight in the database. */
-  createKey(): Promise<{ id: string; projectId: string; token: string }>;
   /** Process exits nobody asked for, across restarts. */
   unexpectedExits(): string[];
   /** Everything a role's processes logged so far (LOG_LEVEL=warn), across restarts. */
@@ -362,6 +337,7 @@ export async function startCluster(name: string, caFile: string): Promise<Cluste
       api,
       worker,
       apiUrl,
+      apiUrls: [apiUrl],
       workerMetricsUrl: `http://127.0.0.1:${workerMetricsPort}/metrics`,
       producerToken,
       db: database.db,

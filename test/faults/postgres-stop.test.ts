@@ -1,5 +1,5 @@
 import { expect, it } from 'vitest';
-import { sleep, waitFor } from './cluster.ts';
+import { sleep, waitFor } from './wait.ts';
 import { EVENTS, finish, midRun, RATE, useScenario } from './scenario.ts';
 import { call, docauthData, isV2ErrorBody, Publisher, waitUntilSettled, type HttpAnswer, type NoAnswer } from './workload.ts';
 

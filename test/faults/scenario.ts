@@ -1,13 +1,16 @@
 /** The frame every fault scenario shares: its own cluster and receiver, and the final accounting. */
 import { afterAll, beforeAll, expect } from 'vitest';
-import { startCluster, waitFor, type Cluster } from './cluster.ts';
+import { startCluster, type Cluster } from './cluster.ts';
+import { startProductionCluster, type ProductionCluster } from './production.ts';
 import { DedupeReceiver } from './receiver.ts';
+import { waitFor } from './wait.ts';
 import {
   account,
   createWebhook,
   report,
   statusCounts,
   type Accounting,
+  type Deployment,
   type Publisher,
   type ScenarioWebhook,
 } from './workload.ts';
@@ -20,19 +23,20 @@ export const RATE = Number(process.env.FAULTS_RATE ?? 30);
 /** How long the receiver takes to acknowledge a notification it has recorded. */
 export const RECEIVER_LATENCY_MS = 200;
 
-export interface ScenarioContext {
-  cluster: Cluster;
+export interface ScenarioContext<D extends Deployment = Cluster> {
+  cluster: D;
   receiver: DedupeReceiver;
   webhook: ScenarioWebhook;
 }
 
-/** Starts a cluster and a receiver for the file's scenario, with one project and one webhook. */
-export function useScenario(name: string): ScenarioContext {
-  const context = { receiver: new DedupeReceiver() } as ScenarioContext;
+function useDeployment<D extends Deployment & { stop(): Promise<void> }>(
+  start: (caFile: string) => Promise<D>,
+): ScenarioContext<D> {
+  const context = { receiver: new DedupeReceiver() } as ScenarioContext<D>;
   context.receiver.latencyMs = RECEIVER_LATENCY_MS;
   beforeAll(async () => {
     await context.receiver.start();
-    context.cluster = await startCluster(name, context.receiver.certFile);
+    context.cluster = await start(context.receiver.certFile);
     context.webhook = await createWebhook(context.cluster, context.receiver);
   });
   afterAll(async () => {
@@ -40,6 +44,19 @@ export function useScenario(name: string): ScenarioContext {
     await context.receiver.close();
   });
   return context;
+}
+
+/**
+ * The development topology (Temporal dev server, one API and one worker process, a PostgreSQL
+ * of its own) and a receiver for the file's scenario, with one project and one webhook.
+ */
+export function useScenario(name: string): ScenarioContext {
+  return useDeployment((caFile) => startCluster(name, caFile));
+}
+
+/** The same on the production topology of `npm run cluster` (Temporal server on PostgreSQL, two API and two worker replicas). */
+export function useProductionScenario(name: string): ScenarioContext<ProductionCluster> {
+  return useDeployment((caFile) => startProductionCluster(name, caFile));
 }
 
 /** Timestamps of a run (ms since the epoch). */
@@ -57,7 +74,7 @@ export interface Timeline {
  */
 export async function finish(
   name: string,
-  { cluster, receiver, webhook }: ScenarioContext,
+  { cluster, receiver, webhook }: ScenarioContext<Deployment>,
   publishers: Publisher[],
   timeline: Timeline,
   extra: Record<string, unknown> = {},
@@ -85,7 +102,7 @@ export async function finish(
   expect(figures.lost).toBe(0);
   expect(figures.invalidSignatures).toBe(0);
   expect(figures.accepted + figures.rejected).toBe(figures.events);
-  expect(cluster.unexpectedExits()).toEqual([]);
+  expect(await cluster.unexpectedExits()).toEqual([]);
   return figures;
 }
 
@@ -93,7 +110,7 @@ export async function finish(
  * Waits for the middle of a run: `fraction` of the batch accepted, and sends under way right
  * now (deliveries `processing` in the database, i.e. a POST is open at the receiver).
  */
-export async function midRun({ cluster, webhook }: ScenarioContext, publisher: Publisher, fraction = 0.4): Promise<void> {
+export async function midRun({ cluster, webhook }: ScenarioContext<Deployment>, publisher: Publisher, fraction = 0.4): Promise<void> {
   await publisher.whenAccepted(Math.round(publisher.records.length * fraction));
   await waitFor('sends under way', async () => ((await statusCounts(cluster, webhook.webhookId)).processing ?? 0) >= 2, {
     timeoutMs: 60_000,

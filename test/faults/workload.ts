@@ -9,9 +9,22 @@ import { count, eq, inArray } from 'drizzle-orm';
 import { ABANDONED_ATTEMPT_ERROR } from '../../src/db/queries/deliveries.ts';
 import { deliveries, deliveryAttempts, events, webhooks } from '../../src/db/schema.ts';
 import { docauthData as sharedDocauthData } from '../support/event-data.ts';
-import type { Cluster } from './cluster.ts';
-import { sleep, waitFor } from './cluster.ts';
+import type { Database } from '../../src/db/client.ts';
 import type { DedupeReceiver } from './receiver.ts';
+import { sleep, waitFor } from './wait.ts';
+
+/** What the workload needs of the service under test, whichever topology runs it. */
+export interface Deployment {
+  /** Base URLs of the API replicas; the producer spreads its calls over them as a load balancer would. */
+  readonly apiUrls: readonly string[];
+  readonly producerToken: string;
+  /** The test's own connection to the service's database (for keys and for polling). */
+  readonly db: Database;
+  /** Creates an API key of a fresh project straight in the database. */
+  createKey(): Promise<{ id: string; projectId: string; token: string }>;
+  /** Processes that died without the scenario killing or stopping them. */
+  unexpectedExits(): string[] | Promise<string[]>;
+}
 
 // ---------------------------------------------------------------------------------------------
 // HTTP
@@ -79,9 +92,9 @@ export interface ScenarioWebhook {
 }
 
 /** A fresh project with one webhook on the receiver, created through the v2 API. */
-export async function createWebhook(cluster: Cluster, receiver: DedupeReceiver): Promise<ScenarioWebhook> {
+export async function createWebhook(cluster: Deployment, receiver: DedupeReceiver): Promise<ScenarioWebhook> {
   const key = await cluster.createKey();
-  const answer = await call(`${cluster.apiUrl}/api-gateway/v2/webhooks`, {
+  const answer = await call(`${cluster.apiUrls[0]}/api-gateway/v2/webhooks`, {
     token: key.token,
     body: { api_key_id: key.id, url: receiver.url, events: ['docauth.completed'] },
   });
@@ -108,7 +121,7 @@ export interface PublishRecord {
 }
 
 export interface PublisherOptions {
-  cluster: Cluster;
+  cluster: Deployment;
   webhook: ScenarioWebhook;
   count: number;
   /** Calls in flight at once. */
@@ -185,13 +198,13 @@ export class Publisher {
           const due = this.startedAt + (index * 1000) / ratePerSecond;
           if (due > Date.now()) await sleep(due - Date.now());
         }
-        await this.#publish(this.records[index]!);
+        await this.#publish(this.records[index]!, index);
       }
     };
     await Promise.all(Array.from({ length: concurrency }, lane));
   }
 
-  async #publish(record: PublishRecord): Promise<void> {
+  async #publish(record: PublishRecord, index: number): Promise<void> {
     const { cluster, webhook, giveUpAfterMs = 180_000 } = this.options;
     const body = {
       id: record.id,
@@ -203,7 +216,9 @@ export class Publisher {
     for (let backoff = 250; ; backoff = Math.min(backoff * 2, 2_000)) {
       record.tries += 1;
       this.#inFlight += 1;
-      const answer = await call(`${cluster.apiUrl}/internal/v1/events`, { token: cluster.producerToken, body }).finally(() => {
+      // Round robin over the replicas; a retry goes to the next one.
+      const apiUrl = cluster.apiUrls[(index + record.tries - 1) % cluster.apiUrls.length];
+      const answer = await call(`${apiUrl}/internal/v1/events`, { token: cluster.producerToken, body }).finally(() => {
         this.#inFlight -= 1;
       });
       if (typeof answer === 'string') {
@@ -236,7 +251,7 @@ export function docauthData(requestId: string) {
 export type StatusCounts = Partial<Record<(typeof deliveries.$inferSelect)['status'], number>> & { total: number };
 
 /** Delivery counts by status for the webhook (throws while the database is down). */
-export async function statusCounts(cluster: Cluster, webhookId: string): Promise<StatusCounts> {
+export async function statusCounts(cluster: Deployment, webhookId: string): Promise<StatusCounts> {
   const rows = await cluster.db
     .select({ status: deliveries.status, n: count() })
     .from(deliveries)
@@ -255,7 +270,7 @@ export async function statusCounts(cluster: Cluster, webhookId: string): Promise
  * (or in one of `settled`), polling the database; returns when that happened.
  */
 export async function waitUntilSettled(
-  cluster: Cluster,
+  cluster: Deployment,
   webhookId: string,
   publisher: Publisher | undefined,
   { timeoutMs = 180_000, settled = ['delivered'] }: { timeoutMs?: number; settled?: string[] } = {},
@@ -314,7 +329,7 @@ export interface Accounting {
  * - the webhook's counters equal the attempt rows (updated in the same transactions).
  */
 export async function account(
-  cluster: Cluster,
+  cluster: Deployment,
   receiver: DedupeReceiver,
   webhook: ScenarioWebhook,
   publishers: Publisher[],

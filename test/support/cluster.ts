@@ -4,7 +4,7 @@
  * fault scenarios and the benchmark.
  */
 import { execFile } from 'node:child_process';
-import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -33,8 +33,10 @@ export interface ClusterOptions {
   env?: NodeJS.ProcessEnv;
   /** Arguments of the first `up`, e.g. ['--workers', '1']. */
   upArgs?: string[];
-  /** Parent folder of DATA_DIR [the OS temp dir]. */
+  /** Parent folder of a fresh DATA_DIR [the OS temp dir]. */
   stateParent?: string;
+  /** DATA_DIR itself, instead of a fresh folder in `stateParent`. */
+  dataDir?: string;
 }
 
 /** A running production topology and the means to damage and repair it. */
@@ -90,7 +92,8 @@ function parseStatus(result: CommandResult, what: string): ClusterStatus {
 
 /** Starts a topology with `npm run cluster -- up` in a fresh DATA_DIR on free ports. */
 export async function startClusterTopology(options: ClusterOptions): Promise<ClusterHandle> {
-  const dataDir = mkdtempSync(path.join(options.stateParent ?? os.tmpdir(), `webhooks-cluster-${options.name}-`));
+  const dataDir = options.dataDir ?? mkdtempSync(path.join(options.stateParent ?? os.tmpdir(), `webhooks-cluster-${options.name}-`));
+  mkdirSync(dataDir, { recursive: true });
   // PostgreSQL runs as the OS user postgres when the tests run as root: it must traverse the folder.
   chmodSync(dataDir, 0o755);
   const base = await freePortBlock(PORT_BLOCK);

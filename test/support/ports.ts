@@ -13,10 +13,13 @@ export function freePort(): Promise<number> {
   });
 }
 
-/** `size` consecutive TCP ports free on 127.0.0.1 right now; returns the first. */
+/**
+ * `size` consecutive TCP ports free on 127.0.0.1 right now, all below 32768 (the Temporal server
+ * stores its membership ports in a smallint column); returns the first.
+ */
 export async function freePortBlock(size: number): Promise<number> {
   for (let tries = 0; tries < 200; tries += 1) {
-    const first = 20_000 + Math.floor(Math.random() * 40_000);
+    const first = 20_000 + Math.floor(Math.random() * (12_000 - size));
     const free = await Promise.all(Array.from({ length: size }, (_, i) => portIsFree(first + i)));
     if (free.every(Boolean)) return first;
   }

@@ -1,0 +1,161 @@
+/** The benchmark's command line: `npm run bench -- --help`. */
+import { parseArgs } from 'node:util';
+import { DEFAULT_HISTORY_SHARDS, DEFAULT_REPLICAS } from '../../src/cluster/topology.ts';
+import type { Trust } from './stack.ts';
+
+export const HELP = `npm run bench -- [options]
+
+Load:
+  --rate <n|max>        events per second offered, or max (closed loop, --concurrency in flight) [50]
+  --duration <s>        seconds of publishing [60]
+  --webhooks <n>        webhooks of the project, i.e. deliveries per event (fan-out) [1]
+  --fail-ratio <0..1>   share of requests the receiver answers 500 [0]
+  --fail-cap <n>        a delivery is failed at most n times, so it lands within one round of 5 attempts [3]
+  --concurrency <n>     publish calls in flight with --rate max [48]
+  --max-in-flight <n>   cap on publish calls in flight at a fixed rate (then the rate is not met) [512]
+  --warmup <n>          events published and delivered before measuring (not counted) [20]
+  --deadline <s>        after publishing, wait this long at most for the deliveries to land [180]
+  --quick               smoke run: --duration 5 --rate 20 --warmup 5 unless given
+
+Output:
+  --out <file.json>     results file; the chart is written next to it as .svg
+                        [bench/results/<time>-<mode>-<rate>-w<n>.json]
+  --label <text>        a name for the run, in the file name and the JSON
+  Exit status: 0; 3 when a delivery was lost (or still queued at --deadline) or a signature
+  did not verify; 1 on an error, 2 on a bad option.
+
+Service:
+  --cpu-prof            run the service with node --cpu-prof and summarise the profile (load window only)
+  --prebuilt-bundle     build the workflow bundle first (as npm run build:workflows would, into the temp
+                        dir) and start the worker with it, instead of bundling at start
+  --trust <how>         how the service trusts the receiver's self-signed certificate: ca-file
+                        (DELIVERY_CA_FILE, the sender's agent gets a ca option) or node-extra-ca
+                        (NODE_EXTRA_CA_CERTS, no ca option: the code path of a public endpoint) [ca-file]
+  --env KEY=VALUE       extra environment for the service (repeatable), e.g. --env DATABASE_POOL_MAX=20
+  --keep                keep the temporary DATA_DIR and service log
+  --warm-data-dir       start and stop the service once first (not measured), so the measured start finds
+                        an initialised DATA_DIR like a second npm start (no initdb memory spike)
+  --state-dir <dir>     where the temporary DATA_DIR goes [the OS temp dir]; /dev/shm = tmpfs, no fsync cost
+
+Production topology:
+  --cluster             run against \`npm run cluster -- up\` in the temporary DATA_DIR: PostgreSQL, the
+                        Temporal server on it, ${DEFAULT_REPLICAS.api} API replicas (the publisher spreads its calls
+                        over them) and the worker replicas, each process measured
+  --workers <n>         worker replicas of --cluster [${DEFAULT_REPLICAS.worker}]
+  --history-shards <n>  history shards of --cluster's Temporal server [${DEFAULT_HISTORY_SHARDS}]
+
+Comparison backends (the bench starts them itself, so their CPU and memory are measured):
+  --postgres            a throwaway local PostgreSQL (initdb in the temp dir) as DATABASE_URL;
+                        also counts statements per delivery with pg_stat_statements
+  --pg-setting k=v      a postgres -c setting for --postgres (repeatable)
+  --own-temporal        a Temporal dev server started by the bench with the service's flags, as TEMPORAL_ADDRESS
+  --temporal-arg <arg>  an extra dev-server argument (repeatable; implies --own-temporal),
+                        e.g. --temporal-arg=--sqlite-pragma --temporal-arg=synchronous=OFF
+
+Ceiling:
+  --ceiling             measure the send path alone: createSender + buildNotificationHeaders/Body,
+                        no Temporal, no database, to the same receiver, for --duration seconds
+  --ceiling-concurrency <n>  sends in flight [50, the sender's sockets per host]
+
+DATABASE_URL / TEMPORAL_ADDRESS in the environment are passed to the service (mode "external").`;
+
+const { values: args } = parseArgs({
+  options: {
+    rate: { type: 'string' },
+    duration: { type: 'string' },
+    webhooks: { type: 'string', default: '1' },
+    'fail-ratio': { type: 'string', default: '0' },
+    'fail-cap': { type: 'string', default: '3' },
+    concurrency: { type: 'string', default: '48' },
+    'max-in-flight': { type: 'string', default: '512' },
+    warmup: { type: 'string' },
+    deadline: { type: 'string', default: '180' },
+    quick: { type: 'boolean', default: false },
+    out: { type: 'string' },
+    label: { type: 'string' },
+    'cpu-prof': { type: 'boolean', default: false },
+    'prebuilt-bundle': { type: 'boolean', default: false },
+    env: { type: 'string', multiple: true, default: [] },
+    trust: { type: 'string', default: 'ca-file' },
+    'state-dir': { type: 'string' },
+    cluster: { type: 'boolean', default: false },
+    workers: { type: 'string' },
+    'history-shards': { type: 'string' },
+    postgres: { type: 'boolean', default: false },
+    'pg-setting': { type: 'string', multiple: true, default: [] },
+    'own-temporal': { type: 'boolean', default: false },
+    'warm-data-dir': { type: 'boolean', default: false },
+    'temporal-arg': { type: 'string', multiple: true, default: [] },
+    keep: { type: 'boolean', default: false },
+    ceiling: { type: 'boolean', default: false },
+    'ceiling-concurrency': { type: 'string', default: '50' },
+    help: { type: 'boolean', short: 'h', default: false },
+  },
+});
+if (args.help) {
+  console.log(HELP);
+  process.exit(0);
+}
+
+function usageError(message: string): never {
+  console.error(message);
+  process.exit(2);
+}
+
+function numberArg(name: string, value: string | undefined, fallback: number, min: number, max = Infinity): number {
+  const n = value === undefined ? fallback : Number(value);
+  if (!Number.isFinite(n) || n < min || n > max) {
+    usageError(`--${name} must be a number from ${min}${max < Infinity ? ` to ${max}` : ''}, got ${value}`);
+  }
+  return n;
+}
+
+const quick = args.quick;
+const rateArg = args.rate ?? (quick ? '20' : '50');
+if (args.trust !== 'ca-file' && args.trust !== 'node-extra-ca') usageError(`--trust must be ca-file or node-extra-ca, got ${args.trust}`);
+if (args.cluster && (args.postgres || args['own-temporal'] || args['temporal-arg']?.length)) {
+  usageError('--cluster brings its own PostgreSQL and Temporal server: drop --postgres, --own-temporal and --temporal-arg');
+}
+if (args.cluster && args['cpu-prof']) usageError('--cpu-prof profiles the one service process: not with --cluster');
+if (!args.cluster && (args.workers !== undefined || args['history-shards'] !== undefined)) usageError('--workers and --history-shards go with --cluster');
+
+/** The options of this run, validated. */
+export const options = {
+  maxRate: rateArg === 'max',
+  rate: rateArg === 'max' ? 0 : numberArg('rate', rateArg, 50, 0.1),
+  duration: numberArg('duration', args.duration, quick ? 5 : args.ceiling ? 20 : 60, 1),
+  webhookCount: numberArg('webhooks', args.webhooks, 1, 1, 1000),
+  failRatio: numberArg('fail-ratio', args['fail-ratio'], 0, 0, 1),
+  failCap: numberArg('fail-cap', args['fail-cap'], 3, 0),
+  concurrency: numberArg('concurrency', args.concurrency, 48, 1, 4096),
+  maxInFlight: numberArg('max-in-flight', args['max-in-flight'], 512, 1),
+  warmupEvents: numberArg('warmup', args.warmup, quick ? 5 : 20, 0),
+  deadlineS: numberArg('deadline', args.deadline, 180, 1),
+  ceilingConcurrency: numberArg('ceiling-concurrency', args['ceiling-concurrency'], 50, 1),
+  trust: args.trust as Trust,
+  extraEnv: Object.fromEntries(
+    (args.env ?? []).map((pair) => {
+      const at = pair.indexOf('=');
+      if (at <= 0) usageError(`--env wants KEY=VALUE, got ${pair}`);
+      return [pair.slice(0, at), pair.slice(at + 1)];
+    }),
+  ) as Record<string, string>,
+  cluster: args.cluster
+    ? {
+        workers: numberArg('workers', args.workers, DEFAULT_REPLICAS.worker, 1, 16),
+        historyShards: numberArg('history-shards', args['history-shards'], DEFAULT_HISTORY_SHARDS, 1, 16_384),
+      }
+    : undefined,
+  out: args.out,
+  label: args.label,
+  cpuProf: args['cpu-prof'],
+  prebuiltBundle: args['prebuilt-bundle'],
+  stateDir: args['state-dir'],
+  postgres: args.postgres,
+  pgSettings: args['pg-setting'] ?? [],
+  ownTemporal: args['own-temporal'] || (args['temporal-arg'] ?? []).length > 0,
+  temporalArgs: args['temporal-arg'] ?? [],
+  warmDataDir: args['warm-data-dir'],
+  keep: args.keep,
+  ceiling: args.ceiling,
+};

@@ -1,0 +1,70 @@
+/**
+ * The production topology as a fault scenario's deployment: `npm run cluster -- up` (PostgreSQL,
+ * the Temporal server on it, two API and two worker replicas) in a DATA_DIR of the scenario's
+ * own, on free ports. The scenario damages it through the topology handle and repairs it the
+ * way an operator would: `npm run cluster -- up` starts again what is not running.
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { inject } from 'vitest';
+import { openDatabase } from '../../src/db/client.ts';
+import { createApiKey } from '../../src/db/queries/api-keys.ts';
+import { startClusterTopology, type ClusterHandle, type ClusterRole } from '../support/cluster.ts';
+import type { Deployment } from './workload.ts';
+
+/** Same as the dev topology's: tmpfs when the machine has one. */
+const STATE_PARENT = process.env.FAULTS_TMPDIR ?? (existsSync('/dev/shm') ? '/dev/shm' : os.tmpdir());
+
+export interface ProductionCluster extends Deployment {
+  readonly topology: ClusterHandle;
+  /** Marks a process the scenario stops on purpose (it does not count as an unexpected exit). */
+  damaged(role: ClusterRole, index?: number): void;
+  /** `npm run cluster -- up`: starts again what is not running; the damaged processes count as repaired. */
+  repair(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export async function startProductionCluster(name: string, caFile: string): Promise<ProductionCluster> {
+  const bundle = inject('faultsWorkflowBundlePath');
+  const topology = await startClusterTopology({
+    name,
+    stateParent: STATE_PARENT,
+    env: {
+      DELIVERY_CA_FILE: caFile,
+      DELIVERY_ALLOW_PRIVATE_TARGETS: 'true',
+      LOG_LEVEL: 'warn',
+      // Prebuilt as the Dockerfile does, so worker replicas start without bundling.
+      ...(bundle && existsSync(bundle) ? { WORKFLOW_BUNDLE_PATH: bundle } : {}),
+    },
+  });
+  const database = await openDatabase({ kind: 'postgres', url: topology.status.postgres, poolMax: 4 });
+  const expectedDown = new Set<string>();
+  return {
+    topology,
+    apiUrls: topology.status.api,
+    producerToken: readFileSync(path.join(topology.dataDir, 'producer-token'), 'utf8').trim(),
+    db: database.db,
+    async createKey() {
+      const projectId = `prj_${name}_${Math.random().toString(36).slice(2, 10)}`;
+      const { key, token } = await createApiKey(database.db, { projectId, services: ['webhooks'] });
+      return { id: key.id, projectId, token };
+    },
+    damaged(role, index = 0) {
+      expectedDown.add(`${role} ${index}`);
+    },
+    async repair() {
+      await topology.up();
+      expectedDown.clear();
+    },
+    async unexpectedExits() {
+      const status = await topology.refresh();
+      return status.stopped.map(({ role, index }) => `${role} ${index}`).filter((process) => !expectedDown.has(process)).map((p) => `${p} is not running`);
+    },
+    async stop() {
+      await database.close();
+      const result = await topology.destroy();
+      if (result.code !== 0) throw new Error(`npm run cluster -- down failed: ${result.stderr}`);
+    },
+  };
+}
