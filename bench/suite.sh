@@ -3,7 +3,9 @@
 # started only once the machine is quiet (1-minute load average below $QUIET_LOAD, waiting at
 # most $QUIET_WAIT_S seconds; the load is recorded in every result either way).
 #
-#   bash bench/suite.sh [set]      set: core (default), load, fanout, compare, all
+#   bash bench/suite.sh [set]      set: core (default), load, fanout, compare, all;
+#                                  topology (the dev server against the production topology of
+#                                  npm run cluster, interleaved in one session; not part of all)
 #
 # Results go to bench/results/suite-<time>/ (JSON + SVG per run, and suite.log).
 set -u
@@ -78,6 +80,20 @@ compare | all)
   run r20-w1-postgres --rate 20 --duration 30 --postgres
   run max-w1-profile --rate max --duration 30 --cpu-prof
   temporal_ceiling temporal-path-after
+  ;;
+topology)
+  for round in 1 2; do
+    run "max-embedded-$round" --rate max --duration 30
+    run "max-devserver-postgres-$round" --rate max --duration 30 --own-temporal --postgres
+    run "max-cluster-w2-s4-$round" --rate max --duration 30 --cluster
+    run "max-cluster-w1-s4-$round" --rate max --duration 30 --cluster --workers 1
+    run "max-cluster-w2-s16-$round" --rate max --duration 30 --cluster --history-shards 16
+  done
+  run r20-embedded --rate 20 --duration 30
+  run r20-devserver-postgres --rate 20 --duration 30 --own-temporal --postgres
+  for shards in 1 4 16; do run "r20-cluster-w2-s$shards" --rate 20 --duration 30 --cluster --history-shards "$shards"; done
+  run r10-embedded --rate 10 --duration 30
+  run r10-cluster-w2-s4 --rate 10 --duration 30 --cluster
   ;;
 esac
 echo "results in $OUT" | tee -a "$LOG"

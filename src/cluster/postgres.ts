@@ -25,7 +25,8 @@ export interface Credentials {
   webhooks: string;
 }
 
-function newestBinDir(): string | undefined {
+/** The folder of the newest Debian PostgreSQL server binaries, if any are installed. */
+export function newestBinDir(): string | undefined {
   const majors = existsSync(DEBIAN_POSTGRES_ROOT)
     ? readdirSync(DEBIAN_POSTGRES_ROOT).filter((name) => /^\d+$/.test(name) && existsSync(path.join(DEBIAN_POSTGRES_ROOT, name, 'bin', 'postgres')))
     : [];

@@ -14,6 +14,7 @@ import {
   ensurePostgresInstalled,
   ensureRolesAndDatabases,
   loadCredentials,
+  newestBinDir,
   runningPostgres,
   startPostgres,
   stopPostgres,
@@ -299,8 +300,11 @@ export async function down(config: Config, log: Log): Promise<void> {
     await stopAll(['api', 'worker']);
     log('stopping the Web UI and the Temporal server…');
     await stopAll(['ui', 'temporal']);
-    log('stopping PostgreSQL…');
-    await stopPostgres(state.layout, await ensurePostgresInstalled(log));
+    const pgBin = newestBinDir();
+    if (pgBin) {
+      log('stopping PostgreSQL…');
+      await stopPostgres(state.layout, pgBin);
+    }
     const left = state.processes.filter(isRunning);
     if (left.length > 0) throw new Error(`still running: ${left.map((p) => `${p.role} ${p.index} (pid ${p.pid})`).join(', ')}`);
     let bound: number[] = [];
