@@ -47,16 +47,18 @@ export function readStat(pid: number): ProcStat | undefined {
   }
 }
 
-/** Resident set size in MB (VmRSS of /proc/<pid>/status), undefined if the process is gone. */
-export function readRssMb(pid: number): number | undefined {
+/** A `Name:   <n> kB` field of a /proc file, in MB; 0 when absent, undefined when the process is gone. */
+function kbFieldMb(file: string, field: string): number | undefined {
   try {
-    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-    const match = /^VmRSS:\s+(\d+) kB/m.exec(status);
+    const match = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(readFileSync(file, 'utf8'));
     return match ? Number(match[1]) / 1024 : 0;
   } catch {
     return undefined;
   }
 }
+
+/** Resident set size in MB (VmRSS of /proc/<pid>/status), undefined if the process is gone. */
+export const readRssMb = (pid: number) => kbFieldMb(`/proc/${pid}/status`, 'VmRSS');
 
 /**
  * Proportional set size in MB (Pss of /proc/<pid>/smaps_rollup): pages shared by several
@@ -64,15 +66,7 @@ export function readRssMb(pid: number): number | undefined {
  * over a group of processes is the group's real memory, where the sum of RSS counts shared
  * pages once per process.
  */
-export function readPssMb(pid: number): number | undefined {
-  try {
-    const rollup = readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8');
-    const match = /^Pss:\s+(\d+) kB/m.exec(rollup);
-    return match ? Number(match[1]) / 1024 : 0;
-  } catch {
-    return undefined;
-  }
-}
+export const readPssMb = (pid: number) => kbFieldMb(`/proc/${pid}/smaps_rollup`, 'Pss');
 
 /** Every process on the machine (pid, parent, comm, CPU). */
 export function listProcesses(): ProcStat[] {

@@ -176,3 +176,26 @@ export function tail(file: string, lines = 15): string {
     return '';
   }
 }
+
+/** True when `url` answers 200. */
+export async function httpOk(url: string): Promise<boolean> {
+  try {
+    const response = await fetch(url, { signal: AbortSignal.timeout(2_000) });
+    await response.arrayBuffer();
+    return response.ok;
+  } catch {
+    return false;
+  }
+}
+
+/** Waits until `url` answers 200; fails at once if the process exits. */
+export function waitForHttp(what: string, url: string, record: ProcessRecord, logFile: string, timeoutMs: number): Promise<void> {
+  return waitUntil(
+    async () => {
+      if (!isRunning(record)) throw new Error(`${what} exited during start-up; see ${logFile}:\n${tail(logFile)}`);
+      return httpOk(url);
+    },
+    timeoutMs,
+    () => `${what} did not answer on ${url} within ${timeoutMs / 1000} s; see ${logFile}:\n${tail(logFile)}`,
+  );
+}

@@ -20,13 +20,12 @@ import {
   stopPostgres,
   webhooksDatabaseUrl,
 } from './postgres.ts';
-import { isRunning, npmScriptProcess, portIsFree, spawnDetached, stopProcess, waitUntil, type ProcessRecord } from './processes.ts';
+import { isRunning, npmScriptProcess, portIsFree, spawnDetached, stopProcess, waitForHttp, waitUntil, type ProcessRecord } from './processes.ts';
 import {
   setUpNamespace,
   setUpSchema,
   startTemporalServer,
   startUi,
-  waitForHttp,
   waitForTemporalServer,
   type TemporalBinaries,
 } from './temporal.ts';
@@ -235,7 +234,7 @@ export async function up(
       const uiLog = path.join(layout.logDir, 'ui.log');
       const ui = startUi(layout, bins, uiLog);
       replace(state, ui);
-      await waitForHttp('the Temporal Web UI', layout.ui.url, ui, uiLog);
+      await waitForHttp('the Temporal Web UI', layout.ui.url, ui, uiLog, 120_000);
     }
 
     const env = replicaEnv(options.env, layout, webhooksDatabaseUrl(layout, credentials), await sharedReplicaSecrets(config));

@@ -15,6 +15,7 @@ import { verifyWebhook } from '../../src/receiver/index.ts';
 import { randomToken } from '../../src/secrets.ts';
 import { startClusterTopology, type ClusterHandle } from '../support/cluster.ts';
 import { docauthData } from '../support/event-data.ts';
+import { call as httpCall, type HttpAnswer } from '../support/http.ts';
 import { startHttpsReceiver, type HttpsReceiver, type ReceivedRequest } from '../support/https-receiver.ts';
 
 const run = promisify(execFile);
@@ -23,22 +24,11 @@ const PRODUCER_TOKEN = `ptk_${randomToken(32)}`;
 let cluster: ClusterHandle;
 let receiver: HttpsReceiver;
 
-interface Answer {
-  status: number;
-  body: any;
-}
-
-async function call(url: string, init: { method?: string; token?: string; body?: unknown } = {}): Promise<Answer> {
-  const response = await fetch(url, {
-    method: init.method ?? (init.body === undefined ? 'GET' : 'POST'),
-    headers: {
-      ...(init.token ? { Authorization: `Bearer ${init.token}` } : {}),
-      ...(init.body === undefined ? {} : { 'Content-Type': 'application/json' }),
-    },
-    ...(init.body === undefined ? {} : { body: JSON.stringify(init.body) }),
-  });
-  const text = await response.text();
-  return { status: response.status, body: text ? JSON.parse(text) : undefined };
+/** The shared client's answer; a call that gets none fails the test. */
+async function call(url: string, init: Parameters<typeof httpCall>[1] = {}): Promise<HttpAnswer> {
+  const answer = await httpCall(url, init);
+  if (typeof answer === 'string') throw new Error(`${url}: no answer (${answer})`);
+  return answer;
 }
 
 async function poll<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 90_000): Promise<T> {

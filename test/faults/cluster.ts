@@ -7,7 +7,7 @@
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { createWriteStream, existsSync, readdirSync } from 'node:fs';
+import { createWriteStream, existsSync } from 'node:fs';
 import { appendFile, mkdir, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -20,27 +20,27 @@ import { randomToken } from '../../src/secrets.ts';
 import { startDevServer, type DevServer } from '../../src/temporal/dev-server.ts';
 import { freePort } from '../support/ports.ts';
 import { serviceNodeFlags } from '../support/service-command.ts';
+import { newestBinDir } from '../../src/cluster/postgres.ts';
+import { httpOk } from '../../src/cluster/processes.ts';
 import { waitFor } from './wait.ts';
 import type { Deployment } from './workload.ts';
 
 const run = promisify(execFile);
 export const REPO_ROOT = fileURLToPath(new URL('../..', import.meta.url));
 /** The newest PostgreSQL of Debian's packages (`/usr/lib/postgresql/<major>/bin`), unless FAULTS_PG_BIN says. */
-const PG_BIN = process.env.FAULTS_PG_BIN ?? newestDebianPostgres();
-
-function newestDebianPostgres(): string {
-  const root = '/usr/lib/postgresql';
-  const majors = existsSync(root) ? readdirSync(root).filter((name) => /^\d+$/.test(name)).map(Number) : [];
-  if (majors.length === 0) throw new Error(`no PostgreSQL server under ${root}: install Debian's postgresql package or set FAULTS_PG_BIN`);
-  return path.join(root, String(Math.max(...majors)), 'bin');
-}
+const PG_BIN =
+  process.env.FAULTS_PG_BIN ??
+  newestBinDir() ??
+  (() => {
+    throw new Error("no PostgreSQL server under /usr/lib/postgresql: install Debian's postgresql package or set FAULTS_PG_BIN");
+  })();
 const asRoot = process.getuid?.() === 0;
 /**
  * Where the scenario's state lives (Postgres data, the Temporal SQLite file, logs): tmpfs when
  * the machine has one, so the dev server's SQLite fsyncs do not make disk speed the bottleneck.
  * It survives everything the suite does (process kills), which is all that matters here.
  */
-const STATE_PARENT = process.env.FAULTS_TMPDIR ?? (existsSync('/dev/shm') ? '/dev/shm' : os.tmpdir());
+export const STATE_PARENT = process.env.FAULTS_TMPDIR ?? (existsSync('/dev/shm') ? '/dev/shm' : os.tmpdir());
 
 // ---------------------------------------------------------------------------------------------
 // PostgreSQL
@@ -233,15 +233,6 @@ export class ServiceProcess {
   }
 }
 
-async function httpOk(url: string): Promise<boolean> {
-  try {
-    const response = await fetch(url, { signal: AbortSignal.timeout(2_000) });
-    await response.arrayBuffer();
-    return response.ok;
-  } catch {
-    return false;
-  }
-}
 
 // ---------------------------------------------------------------------------------------------
 // The cluster

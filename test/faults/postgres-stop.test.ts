@@ -1,7 +1,8 @@
 import { expect, it } from 'vitest';
 import { sleep, waitFor } from './wait.ts';
 import { EVENTS, finish, midRun, RATE, useScenario } from './scenario.ts';
-import { call, docauthData, isV2ErrorBody, Publisher, waitUntilSettled, type HttpAnswer, type NoAnswer } from './workload.ts';
+import { call, isV2ErrorBody, type HttpAnswer, type NoAnswer } from '../support/http.ts';
+import { docauthData, Publisher, waitUntilSettled } from './workload.ts';
 
 const scenario = useScenario('postgres-stop');
 

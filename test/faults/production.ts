@@ -5,16 +5,14 @@
  * way an operator would: `npm run cluster -- up` starts again what is not running.
  */
 import { existsSync, readFileSync } from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { inject } from 'vitest';
 import { openDatabase } from '../../src/db/client.ts';
 import { createApiKey } from '../../src/db/queries/api-keys.ts';
 import { startClusterTopology, type ClusterHandle, type ClusterRole } from '../support/cluster.ts';
+import { STATE_PARENT } from './cluster.ts';
 import type { Deployment } from './workload.ts';
 
-/** Same as the dev topology's: tmpfs when the machine has one. */
-const STATE_PARENT = process.env.FAULTS_TMPDIR ?? (existsSync('/dev/shm') ? '/dev/shm' : os.tmpdir());
 
 export interface ProductionCluster extends Deployment {
   readonly topology: ClusterHandle;

@@ -3,7 +3,8 @@ import { expect, it } from 'vitest';
 import { deliveries, deliveryAttempts } from '../../src/db/schema.ts';
 import { sleep, waitFor } from './wait.ts';
 import { EVENTS, finish, RATE, useScenario } from './scenario.ts';
-import { call, Publisher, statusCounts, waitUntilSettled, type ScenarioWebhook } from './workload.ts';
+import { call } from '../support/http.ts';
+import { Publisher, statusCounts, waitUntilSettled, type ScenarioWebhook } from './workload.ts';
 import type { Cluster } from './cluster.ts';
 
 const scenario = useScenario('receiver-down');

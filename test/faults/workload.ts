@@ -10,6 +10,7 @@ import { ABANDONED_ATTEMPT_ERROR } from '../../src/db/queries/deliveries.ts';
 import { deliveries, deliveryAttempts, events, webhooks } from '../../src/db/schema.ts';
 import { docauthData as sharedDocauthData } from '../support/event-data.ts';
 import type { Database } from '../../src/db/client.ts';
+import { call, isV2ErrorBody, type NoAnswer } from '../support/http.ts';
 import type { DedupeReceiver } from './receiver.ts';
 import { sleep, waitFor } from './wait.ts';
 
@@ -24,62 +25,6 @@ export interface Deployment {
   createKey(): Promise<{ id: string; projectId: string; token: string }>;
   /** Processes that died without the scenario killing or stopping them. */
   unexpectedExits(): string[] | Promise<string[]>;
-}
-
-// ---------------------------------------------------------------------------------------------
-// HTTP
-
-export interface HttpAnswer {
-  status: number;
-  body: any;
-  ms: number;
-}
-
-/** Why a call got no HTTP answer: refused (never reached the API), or sent and then no answer. */
-export type NoAnswer = 'refused' | 'unanswered' | 'timeout';
-
-function classify(error: unknown): NoAnswer {
-  if (error instanceof DOMException && (error.name === 'TimeoutError' || error.name === 'AbortError')) return 'timeout';
-  const cause = (error as { cause?: { code?: string } }).cause;
-  if (cause?.code === 'ECONNREFUSED') return 'refused';
-  return 'unanswered';
-}
-
-export async function call(
-  url: string,
-  init: { method?: string; token?: string; body?: unknown; timeoutMs?: number } = {},
-): Promise<HttpAnswer | NoAnswer> {
-  const started = Date.now();
-  try {
-    const response = await fetch(url, {
-      method: init.method ?? (init.body === undefined ? 'GET' : 'POST'),
-      headers: {
-        ...(init.token ? { Authorization: `Bearer ${init.token}` } : {}),
-        ...(init.body === undefined ? {} : { 'Content-Type': 'application/json' }),
-      },
-      ...(init.body === undefined ? {} : { body: JSON.stringify(init.body) }),
-      signal: AbortSignal.timeout(init.timeoutMs ?? 30_000),
-    });
-    const text = await response.text();
-    let body: unknown;
-    try {
-      body = text ? JSON.parse(text) : undefined;
-    } catch {
-      body = text;
-    }
-    return { status: response.status, body, ms: Date.now() - started };
-  } catch (error) {
-    return classify(error);
-  }
-}
-
-/** True when `body` is the v2 error body: `{ error: { code, message }, meta: { request_id } }`. */
-export function isV2ErrorBody(body: any): boolean {
-  return (
-    typeof body?.error?.code === 'string' &&
-    typeof body?.error?.message === 'string' &&
-    typeof body?.meta?.request_id === 'string'
-  );
 }
 
 // ---------------------------------------------------------------------------------------------
