@@ -3,10 +3,11 @@ import type { Logger } from 'pino';
 import type { Database } from '../src/db/client.ts';
 import { finishAttempt, markDeadLetter, startAttempt, type AttemptResult } from '../src/db/queries/deliveries.ts';
 import { buildNotificationBody, buildNotificationHeaders } from '../src/delivery/notification.ts';
+import { openPayload } from '../src/events/payload.ts';
 import type { Sender } from '../src/delivery/sender.ts';
 import { attemptOutcomeLabel, type Metrics } from '../src/metrics.ts';
 import type { SecretBox } from '../src/secrets.ts';
-import { NON_RETRYABLE } from '../workflows/failure-types.ts';
+import { NON_RETRYABLE, NON_RETRYABLE_REASONS } from '../workflows/failure-types.ts';
 
 /** What the activities need; the worker passes real instances. */
 export interface ActivityDeps {
@@ -42,23 +43,22 @@ export function createActivities({ db, secretBox, sender, logger, metrics }: Act
       const started = await startAttempt(db, deliveryId, new Date());
       if (!started) return 'gone';
       const { delivery, webhook, event, attempt } = started;
-      if (!attempt) {
-        if (delivery.status !== 'delivered' && webhook.status === 'disabled') {
-          throw ApplicationFailure.create({
-            type: NON_RETRYABLE.webhookDisabled,
-            message: 'webhook is disabled',
-            nonRetryable: true,
-            category: 'BENIGN',
-          });
-        }
-        return 'delivered';
+      const unsendable = delivery.status === 'delivered' ? undefined : webhook.status === 'disabled' ? 'webhookDisabled' : event.erasedAt ? 'eventErased' : undefined;
+      if (unsendable) {
+        throw ApplicationFailure.create({
+          type: NON_RETRYABLE[unsendable],
+          message: NON_RETRYABLE_REASONS[NON_RETRYABLE[unsendable]]!,
+          nonRetryable: true,
+          category: 'BENIGN',
+        });
       }
+      if (!attempt) return 'delivered';
 
       const body = buildNotificationBody({
         deliveryId,
         event: delivery.event,
         occurredAt: event.occurredAt,
-        data: event.payload,
+        data: openPayload(secretBox, event)!,
       });
       const headers = buildNotificationHeaders({
         secret: secretBox.open(webhook.secretSealed),

@@ -1,5 +1,6 @@
 import path from 'node:path';
 import { z } from 'zod';
+import { formatDuration, parseDuration } from './duration.ts';
 
 const booleanFromString = z
   .enum(['true', 'false', '1', '0'])
@@ -11,6 +12,19 @@ const port = z
   .regex(/^\d+$/, 'must be a port number from 1 to 65535')
   .transform(Number)
   .pipe(z.number().min(1, 'must be a port number from 1 to 65535').max(65535, 'must be a port number from 1 to 65535'));
+
+/** A duration such as `30d`, `12h`, `15m` or `90s`, from `min` up. */
+const duration = (min: number) =>
+  z
+    .string()
+    .transform((value, context) => {
+      const ms = parseDuration(value);
+      if (ms === undefined || ms < min) {
+        context.addIssue({ code: 'custom', message: `must be a duration of at least ${formatDuration(min)}, such as 30d, 12h, 15m or 90s` });
+        return z.NEVER;
+      }
+      return ms;
+    });
 
 const optionalString = z
   .string()
@@ -72,6 +86,8 @@ const environmentSchema = z.object({
   WEBHOOKS_API_URL: optionalString.pipe(z.url({ message: 'must be an http(s) URL' }).optional()),
   WEBHOOKS_API_TOKEN: optionalString,
   WORKFLOW_BUNDLE_PATH: z.string().min(1).default('dist/workflow-bundle.js'),
+  RETENTION_PERIOD: duration(3_600_000).prefault('30d'),
+  RETENTION_SWEEP_INTERVAL: duration(60_000).prefault('1h'),
 });
 
 /** The service configuration, parsed once from the environment. */
@@ -118,6 +134,12 @@ function toConfig(env: z.infer<typeof environmentSchema>) {
       apiUrl: env.WEBHOOKS_API_URL ?? `http://127.0.0.1:${env.PORT}`,
       /** API token the CLI authenticates with (`--token` overrides it). */
       apiToken: env.WEBHOOKS_API_TOKEN,
+    },
+    retention: {
+      /** How long delivered and dead-lettered deliveries, their attempts and their events are kept. */
+      periodMs: env.RETENTION_PERIOD,
+      /** How often the Temporal Schedule runs the retention sweep. */
+      sweepIntervalMs: env.RETENTION_SWEEP_INTERVAL,
     },
     logLevel: env.LOG_LEVEL,
     secretEncryptionKey: env.SECRET_ENCRYPTION_KEY,

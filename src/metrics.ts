@@ -51,6 +51,12 @@ export function createMetrics() {
       buckets: SECONDS_BUCKETS,
       registers,
     }),
+    retentionDeleted: new Counter({
+      name: 'webhook_retention_deleted_total',
+      help: 'Rows the retention sweep deleted past the retention period: kind = deliveries (with their attempts), events',
+      labelNames: ['kind'] as const,
+      registers,
+    }),
     publishToDelivered: new Histogram({
       name: 'webhook_publish_to_delivered_seconds',
       help: 'Time from accepting an event to the 2xx of its delivery, retries included',

@@ -13,6 +13,8 @@ import { startDevServer } from './temporal/dev-server.ts';
 import { DeliveryScheduler } from './temporal/scheduler.ts';
 import { installTemporalRuntime } from './temporal/runtime.ts';
 import { ensureSearchAttributes } from './temporal/search-attributes.ts';
+import { ensureRetentionSchedule } from './retention/schedule.ts';
+import { formatDuration } from './duration.ts';
 import { startDeliveryWorker } from './worker.ts';
 
 /** Which parts this process runs. */
@@ -135,6 +137,12 @@ export async function startService(config: Config, role: Role, logger: Logger): 
       });
       closer.add('worker', () => worker.stop());
       workerDone = worker.done;
+      await ensureRetentionSchedule(client, {
+        taskQueue: config.temporal.taskQueue,
+        retentionMs: config.retention.periodMs,
+        intervalMs: config.retention.sweepIntervalMs,
+      });
+      logger.info({ period: formatDuration(config.retention.periodMs), every: formatDuration(config.retention.sweepIntervalMs) }, 'retention sweep scheduled');
     }
     if (role === 'worker') {
       // The worker role has no API: it serves its metrics on a port of its own.

@@ -2,6 +2,7 @@ import {
   createCipheriv,
   createDecipheriv,
   createHash,
+  createHmac,
   randomBytes,
   timingSafeEqual,
 } from 'node:crypto';
@@ -61,10 +62,15 @@ export class SecretBox {
     return id;
   }
 
-  /** Seals a plaintext secret. */
-  seal(plaintext: string): string {
+  /**
+   * Seals a plaintext. `context` (for example the id of the row it belongs to) is authenticated
+   * but not stored: the value opens only with the same context, so it cannot be moved to
+   * another row.
+   */
+  seal(plaintext: string, context?: string): string {
     const iv = randomBytes(12);
     const cipher = createCipheriv('aes-256-gcm', this.#keys.get(this.#currentKeyId)!, iv);
+    if (context !== undefined) cipher.setAAD(Buffer.from(context, 'utf8'));
     const ciphertext = Buffer.concat([cipher.update(plaintext, 'utf8'), cipher.final()]);
     return [
       CIPHERTEXT_VERSION,
@@ -75,13 +81,18 @@ export class SecretBox {
     ].join(':');
   }
 
+  /** The id of the current key: the second part of every value it seals (`v1:<key id>:…`). */
+  get currentKeyId(): string {
+    return this.#currentKeyId;
+  }
+
   /** Whether `sealed` was sealed with another key than the current one (and should be resealed). */
   sealedWithOldKey(sealed: string): boolean {
     return sealed.split(':')[1] !== this.#currentKeyId;
   }
 
-  /** Opens a value made by {@link seal}; throws if it was tampered with or its key is unknown. */
-  open(sealed: string): string {
+  /** Opens a value made by {@link seal} with the same context; throws if it was tampered with or its key is unknown. */
+  open(sealed: string, context?: string): string {
     const [version, keyId, iv, tag, ciphertext] = sealed.split(':');
     if (version !== CIPHERTEXT_VERSION || !keyId || !iv || !tag || ciphertext === undefined) {
       throw new Error('not a sealed secret');
@@ -89,10 +100,29 @@ export class SecretBox {
     const key = this.#keys.get(keyId);
     if (!key) throw new Error(`no encryption key with id ${keyId} is configured`);
     const decipher = createDecipheriv('aes-256-gcm', key, Buffer.from(iv, 'base64'));
+    if (context !== undefined) decipher.setAAD(Buffer.from(context, 'utf8'));
     decipher.setAuthTag(Buffer.from(tag, 'base64'));
     return Buffer.concat([
       decipher.update(Buffer.from(ciphertext, 'base64')),
       decipher.final(),
     ]).toString('utf8');
+  }
+
+  /**
+   * A keyed hash of `value` (HMAC-SHA256 under a key derived from the current encryption key),
+   * `<key id>:<hex>`: lets a sealed row be found by a value it holds without storing the value.
+   */
+  lookupHash(value: string): string {
+    return this.#lookupHash(this.#currentKeyId, value);
+  }
+
+  /** {@link lookupHash} under every key of the ring, current first: what a row may carry. */
+  lookupHashes(value: string): string[] {
+    return [...this.#keys.keys()].map((keyId) => this.#lookupHash(keyId, value));
+  }
+
+  #lookupHash(keyId: string, value: string): string {
+    const lookupKey = createHmac('sha256', this.#keys.get(keyId)!).update('webhooks lookup hash v1').digest();
+    return `${keyId}:${createHmac('sha256', lookupKey).update(value, 'utf8').digest('hex')}`;
   }
 }

@@ -8,6 +8,7 @@ import { promisify } from 'node:util';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import type { Logger } from 'pino';
 import { createActivities } from '../activities/index.ts';
+import { createRetentionActivities } from '../activities/retention.ts';
 import type { Database } from './db/client.ts';
 import { listUndispatchedEvents } from './db/queries/events.ts';
 import { createSender, type Sender } from './delivery/sender.ts';
@@ -40,7 +41,7 @@ export interface DeliveryWorkerOptions {
   sweepIntervalMs?: number;
 }
 
-/** A running worker: the delivery activities, the workflows and the outbox sweep. */
+/** A running worker: the delivery and retention activities, the workflows and the outbox sweep. */
 export interface DeliveryWorker {
   /** Resolves when the worker has stopped. */
   readonly done: Promise<void>;
@@ -97,13 +98,16 @@ export async function startDeliveryWorker(options: DeliveryWorkerOptions): Promi
     namespace: options.namespace,
     taskQueue: options.taskQueue,
     workflowBundle,
-    activities: createActivities({
-      db: options.db,
-      secretBox: options.secretBox,
-      sender,
-      logger: options.logger.child({ component: 'activity' }),
-      metrics: options.metrics,
-    }),
+    activities: {
+      ...createActivities({
+        db: options.db,
+        secretBox: options.secretBox,
+        sender,
+        logger: options.logger.child({ component: 'activity' }),
+        metrics: options.metrics,
+      }),
+      ...createRetentionActivities({ db: options.db, logger: options.logger.child({ component: 'retention' }), metrics: options.metrics }),
+    },
     maxCachedWorkflows: options.maxCachedWorkflows,
     shutdownGraceTime: '35s',
   });

@@ -41,6 +41,19 @@ describe('parseConfig', () => {
     expect(config.secretEncryptionKey).toBeUndefined();
     expect(config.eventProducerToken).toBeUndefined();
     expect(config.delivery).toEqual({ timeoutMs: 30_000, allowPrivateTargets: false, caFile: undefined });
+    expect(config.retention).toEqual({ periodMs: 30 * 86_400_000, sweepIntervalMs: 3_600_000 });
+  });
+
+  it('reads the retention period and sweep interval as durations, and refuses others naming the variable', () => {
+    expect(parseConfig({ RETENTION_PERIOD: '90d', RETENTION_SWEEP_INTERVAL: '15m' }).retention).toEqual({
+      periodMs: 90 * 86_400_000,
+      sweepIntervalMs: 900_000,
+    });
+    expect(configError({ RETENTION_PERIOD: '30 days' }).message).toContain(
+      'RETENTION_PERIOD: must be a duration of at least 1h, such as 30d, 12h, 15m or 90s',
+    );
+    expect(configError({ RETENTION_PERIOD: '59m' }).message).toContain('RETENTION_PERIOD: must be a duration of at least 1h');
+    expect(configError({ RETENTION_SWEEP_INTERVAL: '10s' }).message).toContain('RETENTION_SWEEP_INTERVAL: must be a duration of at least 1m');
   });
 
   it('uses DATABASE_URL and TEMPORAL_ADDRESS when they are set', () => {

@@ -1,4 +1,6 @@
+import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { queryRows } from '../src/db/client.ts';
 import { docauthData, startHarness, type Harness } from './support/harness.ts';
 import { startHttpsReceiver, type HttpsReceiver } from './support/https-receiver.ts';
 import { createWebhookFor, waitForDelivery } from './delivery/support.ts';
@@ -53,7 +55,7 @@ describe('GET /metrics', () => {
 });
 
 describe('a full run', () => {
-  it('leaves no secret, token or event data in any log line, workflow history, search attribute or memo', async () => {
+  it('leaves no secret, token or event data in any log line, workflow history, search attribute, memo, metric or database row', async () => {
     const rotated = await h.request('POST', `/api-gateway/v2/webhooks/${webhookId}/rotate-secret`, { token });
     const forbidden = [secret, rotated.body.data.secret, token, h.producerToken, data.request_id, ...Object.values(data.docauth_info)];
     const seen: string[] = [...h.logs];
@@ -64,6 +66,10 @@ describe('a full run', () => {
       workflows += 1;
     }
     expect(workflows).toBeGreaterThan(0);
+    seen.push((await h.request('GET', '/metrics')).text);
+    const tables = await queryRows<{ name: string }>(h.db, sql`select table_name as name from information_schema.tables where table_schema = 'public'`);
+    expect(tables.map((table) => table.name)).toEqual(expect.arrayContaining(['events', 'deliveries', 'delivery_attempts', 'webhooks']));
+    for (const { name } of tables) seen.push(JSON.stringify(await queryRows(h.db, sql`select * from ${sql.identifier(name)}`)));
     const everything = seen.join('\n');
     for (const value of forbidden) {
       expect(everything).not.toContain(value);

@@ -14,7 +14,7 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.ts';
-import { NON_RETRYABLE } from './failure-types.ts';
+import { NON_RETRYABLE_REASONS } from './failure-types.ts';
 import { DeliveryStatusAttribute } from './search-attributes.ts';
 
 /** The retry policy of the signed send (spec 6.5): 1, 2, 4, 8 s between 5 attempts. */
@@ -25,8 +25,8 @@ export const DELIVERY_RETRY_POLICY = {
   maximumInterval: '5m',
 } as const;
 
-/** How long a dead-lettered delivery's workflow stays open waiting for a manual retry. */
-export const DEAD_LETTER_WAIT = '7 days';
+/** How long a dead-lettered delivery's workflow stays open waiting for a manual retry: 7 days, in ms. */
+export const DEAD_LETTER_WAIT_MS = 7 * 24 * 60 * 60 * 1000;
 
 /** Input of {@link deliveryWorkflow}: identifiers only, never secrets or event data. */
 export interface DeliveryWorkflowInput {
@@ -76,10 +76,7 @@ export async function deliveryWorkflow(input: DeliveryWorkflowInput): Promise<De
       if (isCancellation(error) && retryRequested) {
         outcome = 'interrupted';
       } else if (error instanceof ActivityFailure && !isCancellation(error)) {
-        const reason =
-          error.cause instanceof ApplicationFailure && error.cause.type === NON_RETRYABLE.webhookDisabled
-            ? 'webhook is disabled'
-            : undefined;
+        const reason = error.cause instanceof ApplicationFailure && error.cause.type ? NON_RETRYABLE_REASONS[error.cause.type] : undefined;
         await markDeadLetter(deliveryId, reason);
         outcome = 'dead_letter';
       } else {
@@ -93,7 +90,7 @@ export async function deliveryWorkflow(input: DeliveryWorkflowInput): Promise<De
     upsertSearchAttributes([{ key: DeliveryStatusAttribute, value: outcome }]);
     if (outcome !== 'dead_letter') return outcome;
 
-    if (!(await condition(() => retryRequested, DEAD_LETTER_WAIT))) return 'dead_letter';
+    if (!(await condition(() => retryRequested, DEAD_LETTER_WAIT_MS))) return 'dead_letter';
     upsertSearchAttributes([{ key: DeliveryStatusAttribute, value: 'pending' }]);
     if (workflowInfo().continueAsNewSuggested) {
       return continueAsNew<typeof deliveryWorkflow>(input);

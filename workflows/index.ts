@@ -1,1 +1,2 @@
 export * from './delivery.ts';
+export * from './retention.ts';

@@ -66,7 +66,7 @@ for (let i = 0; i < webhookCount; i += 1) {
 
 /** The service's queries, in the service's order. */
 async function deliveryPath(seq: number): Promise<void> {
-  const recorded = await recordEvent(db, {
+  const recorded = await recordEvent(db, box, {
     projectId,
     producerEventId: `evt-${seq}`,
     event: 'docauth.completed',

@@ -5,16 +5,68 @@ import type { Config } from '../config.ts';
 import { publishEvent } from '../events/publish.ts';
 import { PublishEventSchema } from '../events/schema.ts';
 import { describeZodError } from '../api/validation.ts';
+import { loadSecretBox } from '../service-secrets.ts';
 import { DeliveryScheduler } from '../temporal/scheduler.ts';
+import { eraseEventPayloads } from '../db/queries/events.ts';
 import { connectDatabase } from './database.ts';
 import { CliError } from './output.ts';
 
-const USAGE = 'usage: events publish --project <id> --data-file <file.json> [--id <idempotency key>] [--occurred-at <ISO 8601>] [--json]';
+const PUBLISH_USAGE = 'usage: events publish --project <id> --data-file <file.json> [--id <idempotency key>] [--occurred-at <ISO 8601>] [--json]';
+const PURGE_USAGE = `usage: events purge --project <id> (--id <producer event id> | --request-id <data.request_id>) [--json]
+  Erases the data of the matching events at once (a data-subject request): their deliveries keep
+  their metadata; a delivery not yet sent ends dead_letter instead of sending the erased data.`;
+const USAGE = `${PUBLISH_USAGE}\n${PURGE_USAGE}`;
 
-/** `events publish`: hands an event to the service in-process, as `publishEvent()` does. */
+/** `events publish | purge`. */
 export async function eventsCommand(config: Config, args: string[]): Promise<void> {
   const [action, ...rest] = args;
-  if (action !== 'publish') throw new CliError(USAGE);
+  if (action === 'publish') return publish(config, rest);
+  if (action === 'purge') return purge(config, rest);
+  throw new CliError(USAGE);
+}
+
+/** `events purge`: erases events' payloads, found by producer id or by `data.request_id`. */
+async function purge(config: Config, rest: string[]): Promise<void> {
+  const { values } = parseArgs({
+    args: rest,
+    options: {
+      project: { type: 'string' },
+      id: { type: 'string' },
+      'request-id': { type: 'string' },
+      json: { type: 'boolean', default: false },
+    },
+  });
+  if (!values.project || Boolean(values.id) === Boolean(values['request-id'])) throw new CliError(PURGE_USAGE);
+  const secretBox = await loadSecretBox(config);
+  const database = await connectDatabase(config);
+  try {
+    const match = values.id ? { producerEventId: values.id } : { requestId: values['request-id']! };
+    const erased = await eraseEventPayloads(database.db, secretBox, values.project, match);
+    if (values.json) {
+      console.log(
+        JSON.stringify({
+          erased: erased.map((event) => ({
+            event_id: event.eventId,
+            id: event.producerEventId,
+            erased_at: event.erasedAt.toISOString(),
+            delivery_ids: event.deliveryIds,
+          })),
+        }),
+      );
+    } else if (erased.length === 0) {
+      console.log(`No event of project ${values.project} matches; nothing erased.`);
+    } else {
+      for (const event of erased) {
+        console.log(`Erased the data of event ${event.eventId} (id ${event.producerEventId}) at ${event.erasedAt.toISOString()}; its ${event.deliveryIds.length} deliver${event.deliveryIds.length === 1 ? 'y keeps' : 'ies keep'} their metadata.`);
+      }
+    }
+  } finally {
+    await database.close();
+  }
+}
+
+/** `events publish`: hands an event to the service in-process, as `publishEvent()` does. */
+async function publish(config: Config, rest: string[]): Promise<void> {
   const { values } = parseArgs({
     args: rest,
     options: {
@@ -25,7 +77,7 @@ export async function eventsCommand(config: Config, args: string[]): Promise<voi
       json: { type: 'boolean', default: false },
     },
   });
-  if (!values.project || !values['data-file']) throw new CliError(USAGE);
+  if (!values.project || !values['data-file']) throw new CliError(PUBLISH_USAGE);
   let data: unknown;
   try {
     data = JSON.parse(await readFile(values['data-file'], 'utf8'));
@@ -41,6 +93,7 @@ export async function eventsCommand(config: Config, args: string[]): Promise<voi
   });
   if (!parsed.success) throw new CliError(`invalid event: ${describeZodError(parsed.error)}`);
 
+  const secretBox = await loadSecretBox(config);
   const database = await connectDatabase(config);
   const address = config.temporal.address ?? `127.0.0.1:${config.temporal.port}`;
   let connection: Connection;
@@ -55,7 +108,7 @@ export async function eventsCommand(config: Config, args: string[]): Promise<voi
       new Client({ connection, namespace: config.temporal.namespace }),
       config.temporal.taskQueue,
     );
-    const published = await publishEvent({ db: database.db, scheduler }, parsed.data);
+    const published = await publishEvent({ db: database.db, scheduler, secretBox }, parsed.data);
     if (values.json) {
       console.log(JSON.stringify({ event_id: published.eventId, delivery_ids: published.deliveryIds, created: published.created }));
     } else {

@@ -4,6 +4,7 @@ import { eventsCommand } from './events.ts';
 import { keysCommand } from './keys.ts';
 import { listenCommand } from './listen.ts';
 import { deliveriesCommand, webhooksCommand } from './resources.ts';
+import { retentionCommand } from './retention.ts';
 import { secretsCommand } from './secrets.ts';
 import { CliError } from './output.ts';
 
@@ -14,7 +15,9 @@ admin (direct database access; embedded mode needs \`npm start\` running, else D
   keys list [--project <id>]                                             list API keys
   keys revoke <key id>                                                   revoke an API key
   events publish --project <id> --data-file <file> [--id <key>]          publish a docauth.completed event
-  secrets reseal                                                         re-encrypt webhook secrets after a key rotation
+  events purge --project <id> (--id <key> | --request-id <id>)           erase events' data (data-subject request)
+  retention run [--older-than <duration>]                                delete what is past the retention period now
+  secrets reseal                                                         re-encrypt webhook secrets and event payloads after a key rotation
 
 API (over HTTP; --token or WEBHOOKS_API_TOKEN, --api-url or WEBHOOKS_API_URL):
   webhooks list|create|get|update|delete|rotate-secret                    manage webhooks
@@ -31,6 +34,7 @@ const commands: Record<string, (config: ReturnType<typeof loadConfig>, args: str
   deliveries: deliveriesCommand,
   listen: listenCommand,
   secrets: secretsCommand,
+  retention: retentionCommand,
 };
 
 async function main(argv: string[]): Promise<void> {

@@ -53,7 +53,11 @@ export const webhooks = pgTable(
   ],
 );
 
-/** Events accepted from producers. `payload` is the 6.2 `data` object. */
+/**
+ * Events accepted from producers. Their 6.2 `data` object (personal data from identity
+ * documents) is stored sealed, AES-256-GCM under the key ring of SECRET_ENCRYPTION_KEY, bound to
+ * the event's id; it is opened only where a notification body is built.
+ */
 export const events = pgTable(
   'events',
   {
@@ -63,7 +67,17 @@ export const events = pgTable(
     producerEventId: text('producer_event_id').notNull(),
     event: text('event').notNull(),
     occurredAt: timestamp('occurred_at', { withTimezone: true, mode: 'date' }).notNull(),
-    payload: jsonb('payload').$type<Record<string, unknown>>().notNull(),
+    /** The `data` object, sealed (`SecretBox`); null once erased. */
+    payloadSealed: text('payload_sealed'),
+    /**
+     * The `data` object in clear, as releases before sealing stored it; `secrets reseal` seals
+     * such rows and clears it. Never written now.
+     */
+    payloadLegacy: jsonb('payload').$type<Record<string, unknown>>(),
+    /** Keyed hash of `data.request_id` (`SecretBox.lookupHash`), to find an event for erasure. */
+    requestIdHash: text('request_id_hash'),
+    /** When the payload was erased (a data-subject request); the deliveries keep their metadata. */
+    erasedAt: timestamp('erased_at', { withTimezone: true, mode: 'date' }),
     createdAt: createdAt(),
     /** Set once every delivery workflow of the event has been started. */
     dispatchedAt: timestamp('dispatched_at', { withTimezone: true, mode: 'date' }),
@@ -73,6 +87,8 @@ export const events = pgTable(
     index('events_undispatched_idx')
       .on(table.createdAt)
       .where(sql`${table.dispatchedAt} is null`),
+    index('events_created_idx').on(table.createdAt),
+    index('events_request_id_idx').on(table.projectId, table.requestIdHash),
   ],
 );
 
@@ -108,6 +124,10 @@ export const deliveries = pgTable(
   },
   (table) => [
     index('deliveries_webhook_idx').on(table.webhookId, table.id),
+    // The retention sweep's way to the oldest settled deliveries.
+    index('deliveries_settled_idx')
+      .on(table.updatedAt)
+      .where(sql`${table.status} in ('delivered', 'dead_letter')`),
     uniqueIndex('deliveries_event_webhook_idx').on(table.eventId, table.webhookId),
     check(
       'deliveries_status_check',

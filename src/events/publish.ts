@@ -1,13 +1,15 @@
 import type { Database } from '../db/client.ts';
 import { markEventDispatched, recordEvent, type DeliveryTarget } from '../db/queries/events.ts';
 import type { EventRow } from '../db/schema.ts';
+import type { SecretBox } from '../secrets.ts';
 import type { DeliveryScheduler } from '../temporal/scheduler.ts';
 import type { PublishEventInput } from './schema.ts';
 
-/** What {@link publishEvent} needs. */
+/** What {@link publishEvent} needs: the database, the delivery scheduler, and the key ring that seals payloads. */
 export interface PublishDeps {
   db: Database;
   scheduler: DeliveryScheduler;
+  secretBox: SecretBox;
 }
 
 /** The accepted event and its deliveries. */
@@ -20,7 +22,7 @@ export interface PublishedEvent {
 
 /** Starts the delivery workflows of a stored event and records that it is dispatched. */
 export async function dispatchEvent(
-  deps: PublishDeps,
+  deps: Pick<PublishDeps, 'db' | 'scheduler'>,
   event: EventRow,
   targets: readonly DeliveryTarget[],
 ): Promise<void> {
@@ -38,7 +40,7 @@ export async function dispatchEvent(
  * the same `id` returns the same ids and creates nothing new.
  */
 export async function publishEvent(deps: PublishDeps, input: PublishEventInput): Promise<PublishedEvent> {
-  const recorded = await recordEvent(deps.db, {
+  const recorded = await recordEvent(deps.db, deps.secretBox, {
     projectId: input.project_id,
     producerEventId: input.id,
     event: input.event,

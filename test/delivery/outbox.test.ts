@@ -21,7 +21,7 @@ afterAll(async () => {
 it('starts the deliveries of an event whose publisher stopped between storing it and starting its workflows', async () => {
   const { key, webhookId } = await createWebhookFor(h, receiver.url);
   // What a process that crashed right after the database commit leaves behind:
-  const stored = await recordEvent(h.db, {
+  const stored = await recordEvent(h.db, h.secretBox, {
     projectId: key.projectId,
     producerEventId: 'crash-1',
     event: 'docauth.completed',

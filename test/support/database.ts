@@ -1,7 +1,12 @@
 import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import postgres from 'postgres';
 import { parseConfig } from '../../src/config.ts';
 import { openDatabase, type DatabaseHandle } from '../../src/db/client.ts';
+import { startEmbeddedPostgres } from '../../src/db/embedded.ts';
+import { freePort } from './ports.ts';
 
 /** Which database the suite runs on: real Postgres when DATABASE_URL is set, PGlite otherwise. */
 export const databaseKind = parseConfig(process.env).database.kind;
@@ -42,6 +47,47 @@ export async function openTestDatabase(): Promise<DatabaseHandle> {
     async close() {
       await handle.close();
       await scratch.drop();
+    },
+  };
+}
+
+/** A migrated database that both this process and a CLI child process reach. */
+export interface SharedTestDatabase extends DatabaseHandle {
+  /** Environment that points the CLI at it: DATABASE_URL, or PGLITE_PORT and DATA_DIR. */
+  cliEnv: Record<string, string>;
+}
+
+/**
+ * A database the CLI can reach as well as the test: a scratch database on the DATABASE_URL
+ * server, or a PGlite folder served on a loopback port by this process (as `npm start` serves
+ * it to `npm run cli`). Closing it drops the database, or stops the server and removes the folder.
+ */
+export async function openSharedTestDatabase(): Promise<SharedTestDatabase> {
+  if (databaseKind === 'postgres') {
+    const scratch = await createScratchPostgresDatabase();
+    const handle = await openDatabase({ kind: 'postgres', url: scratch.url, poolMax: 10 });
+    await handle.migrate();
+    return {
+      ...handle,
+      cliEnv: { DATABASE_URL: scratch.url },
+      async close() {
+        await handle.close();
+        await scratch.drop();
+      },
+    };
+  }
+  const folder = await mkdtemp(path.join(os.tmpdir(), 'shared-pglite-'));
+  const port = await freePort();
+  const embedded = await startEmbeddedPostgres(path.join(folder, 'pglite'), port);
+  const handle = await openDatabase({ kind: 'postgres', url: embedded.url, poolMax: 2 });
+  await handle.migrate();
+  return {
+    ...handle,
+    cliEnv: { PGLITE_PORT: String(port), DATA_DIR: folder },
+    async close() {
+      await handle.close();
+      await embedded.stop();
+      await rm(folder, { recursive: true, force: true });
     },
   };
 }

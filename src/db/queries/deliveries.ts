@@ -1,4 +1,4 @@
-import { and, asc, desc, eq, exists, inArray, lt, ne, sql, type SQL } from 'drizzle-orm';
+import { and, asc, desc, eq, exists, inArray, isNull, lt, ne, sql, type SQL } from 'drizzle-orm';
 import type { Database } from '../client.ts';
 import {
   deliveries,
@@ -121,13 +121,13 @@ export interface AttemptStart {
   delivery: DeliveryRow;
   webhook: WebhookRow;
   event: EventRow;
-  /** The attempt opened; absent when the delivery was already delivered or its webhook is disabled. */
+  /** The attempt opened; absent when the delivery was already delivered, its webhook is disabled or its event erased. */
   attempt?: { attemptId: string; attemptNumber: number };
 }
 
 /**
- * Starts an attempt, in one statement: unless the delivery is delivered or its webhook
- * disabled, marks it `processing`, counts the attempt, opens its attempt row and closes as
+ * Starts an attempt, in one statement: unless the delivery is delivered, its webhook
+ * disabled or its event's data erased, marks it `processing`, counts the attempt, opens its attempt row and closes as
  * abandoned any row an earlier attempt left open (its worker died, or the database was down
  * when it finished). Returns what the send needs, or undefined if the delivery is gone.
  */
@@ -137,11 +137,15 @@ export async function startAttempt(db: Database, deliveryId: string, startedAt: 
     .select({ id: webhooks.id })
     .from(webhooks)
     .where(and(eq(webhooks.id, deliveries.webhookId), eq(webhooks.status, 'active')));
+  const unerasedEvent = db
+    .select({ id: events.id })
+    .from(events)
+    .where(and(eq(events.id, deliveries.eventId), isNull(events.erasedAt)));
   const started = db.$with('started').as(
     db
       .update(deliveries)
       .set({ status: 'processing', attemptCount: sql`${deliveries.attemptCount} + 1`, nextRetryAt: null, updatedAt: startedAt })
-      .where(and(eq(deliveries.id, deliveryId), ne(deliveries.status, 'delivered'), exists(activeWebhook)))
+      .where(and(eq(deliveries.id, deliveryId), ne(deliveries.status, 'delivered'), exists(activeWebhook), exists(unerasedEvent)))
       .returning({ attemptNumber: deliveries.attemptCount }),
   );
   const abandoned = db.$with('abandoned').as(closeAbandonedAttempts(db, deliveryId, exists(db.select().from(started))));

@@ -1,8 +1,10 @@
-import { and, asc, eq, isNull, lt, sql } from 'drizzle-orm';
+import { and, asc, eq, inArray, isNull, lt, sql } from 'drizzle-orm';
 import { queryRows, type Database } from '../client.ts';
 import { deliveries, events, webhooks, type EventRow } from '../schema.ts';
 import { listSubscribedWebhooks } from './webhooks.ts';
 import { newId } from '../../ids.ts';
+import { openPayload, requestIdHashes, sealPayload } from '../../events/payload.ts';
+import type { SecretBox } from '../../secrets.ts';
 
 /** An event as a producer hands it in. */
 export interface NewEvent {
@@ -29,11 +31,12 @@ export interface RecordedEvent {
 }
 
 /**
- * Stores an event and one `pending` delivery per active, subscribed webhook of its
- * project, in one statement (atomic without a transaction block). Publishing the same
- * producer key again (also concurrently) returns the first event and its deliveries unchanged.
+ * Stores an event, its payload sealed with `box`, and one `pending` delivery per active,
+ * subscribed webhook of its project, in one statement (atomic without a transaction block).
+ * Publishing the same producer key again (also concurrently) returns the first event and its
+ * deliveries unchanged.
  */
-export async function recordEvent(db: Database, input: NewEvent): Promise<RecordedEvent> {
+export async function recordEvent(db: Database, box: SecretBox, input: NewEvent): Promise<RecordedEvent> {
   const now = new Date();
   const id = newId('event', now.getTime());
   const stored: EventRow = {
@@ -42,7 +45,9 @@ export async function recordEvent(db: Database, input: NewEvent): Promise<Record
     producerEventId: input.producerEventId ?? id,
     event: input.event,
     occurredAt: input.occurredAt,
-    payload: input.payload,
+    ...sealPayload(box, id, input.projectId, input.payload),
+    payloadLegacy: null,
+    erasedAt: null,
     createdAt: now,
     dispatchedAt: null,
   };
@@ -54,9 +59,9 @@ export async function recordEvent(db: Database, input: NewEvent): Promise<Record
   }));
   const at = sql`${now.toISOString()}::timestamptz`;
   const insertEvent = sql`
-    insert into events (id, project_id, producer_event_id, event, occurred_at, payload, created_at)
+    insert into events (id, project_id, producer_event_id, event, occurred_at, payload_sealed, request_id_hash, created_at)
     values (${stored.id}, ${stored.projectId}, ${stored.producerEventId}, ${stored.event},
-            ${stored.occurredAt.toISOString()}::timestamptz, ${JSON.stringify(stored.payload)}::jsonb, ${at})
+            ${stored.occurredAt.toISOString()}::timestamptz, ${stored.payloadSealed}, ${stored.requestIdHash}, ${at})
     on conflict (project_id, producer_event_id) do nothing
     returning id`;
   const inserted = await queryRows<{ id: string }>(
@@ -116,4 +121,77 @@ export async function listUndispatchedEvents(
   return Promise.all(
     rows.map(async (event) => ({ event, deliveries: await deliveriesOf(db, event.id) })),
   );
+}
+
+/**
+ * Seals again, under the box's current key, every payload sealed with an older key, and seals
+ * the payloads that releases before sealing stored in clear (clearing them), `batchSize` rows
+ * per transaction; the request-id lookup hashes are remade with them. Returns how many rows
+ * were resealed.
+ */
+export async function resealEventPayloads(db: Database, box: SecretBox, batchSize = 500): Promise<number> {
+  const currentPrefix = `v1:${box.currentKeyId}:%`;
+  let resealed = 0;
+  for (;;) {
+    const done = await db.transaction(async (tx) => {
+      const rows = await tx
+        .select({ id: events.id, projectId: events.projectId, payloadSealed: events.payloadSealed, payloadLegacy: events.payloadLegacy })
+        .from(events)
+        .where(sql`${events.payloadLegacy} is not null or (${events.payloadSealed} is not null and ${events.payloadSealed} not like ${currentPrefix})`)
+        .orderBy(asc(events.id))
+        .limit(batchSize)
+        .for('update', { skipLocked: true });
+      for (const row of rows) {
+        const data = openPayload(box, row)!;
+        await tx
+          .update(events)
+          .set({ ...sealPayload(box, row.id, row.projectId, data), payloadLegacy: null })
+          .where(eq(events.id, row.id));
+      }
+      resealed += rows.length;
+      return rows.length < batchSize;
+    });
+    if (done) return resealed;
+  }
+}
+
+/** Which events of a project an erasure is for: a producer's event id, or the `data.request_id` they carry. */
+export type ErasureMatch = { producerEventId: string } | { requestId: string };
+
+/** An event whose payload was erased, and its deliveries (which keep their metadata). */
+export interface ErasedEvent {
+  eventId: string;
+  producerEventId: string;
+  erasedAt: Date;
+  deliveryIds: string[];
+}
+
+/**
+ * Erases the payload of the matching events of a project at once: the sealed data, any clear
+ * data of an earlier release and the request-id lookup hash are removed, `erased_at` is set
+ * (kept from the first erasure on a repeat). The events and their deliveries stay, so the
+ * delivery list still tells what was sent and when; a later send of such a delivery sends
+ * nothing and ends `dead_letter` (`startAttempt`).
+ */
+export async function eraseEventPayloads(db: Database, box: SecretBox, projectId: string, match: ErasureMatch): Promise<ErasedEvent[]> {
+  const which =
+    'producerEventId' in match
+      ? eq(events.producerEventId, match.producerEventId)
+      : inArray(events.requestIdHash, requestIdHashes(box, projectId, match.requestId));
+  const erased = await db
+    .update(events)
+    .set({ payloadSealed: null, payloadLegacy: null, requestIdHash: null, erasedAt: sql`coalesce(${events.erasedAt}, now())` })
+    .where(and(eq(events.projectId, projectId), which))
+    .returning({ eventId: events.id, producerEventId: events.producerEventId, erasedAt: events.erasedAt });
+  if (erased.length === 0) return [];
+  const rows = await db
+    .select({ eventId: deliveries.eventId, deliveryId: deliveries.id })
+    .from(deliveries)
+    .where(inArray(deliveries.eventId, erased.map((event) => event.eventId)))
+    .orderBy(asc(deliveries.id));
+  return erased.map((event) => ({
+    ...event,
+    erasedAt: event.erasedAt!,
+    deliveryIds: rows.filter((row) => row.eventId === event.eventId).map((row) => row.deliveryId),
+  }));
 }

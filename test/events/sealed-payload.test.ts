@@ -1,0 +1,80 @@
+import { eq, sql } from 'drizzle-orm';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { queryRows } from '../../src/db/client.ts';
+import { eraseEventPayloads, recordEvent } from '../../src/db/queries/events.ts';
+import { events } from '../../src/db/schema.ts';
+import { openPayload } from '../../src/events/payload.ts';
+import { newId } from '../../src/ids.ts';
+import { generateEncryptionKey, SecretBox } from '../../src/secrets.ts';
+import { runCli } from '../support/cli.ts';
+import { openSharedTestDatabase, type SharedTestDatabase } from '../support/database.ts';
+import { docauthData } from '../support/event-data.ts';
+import { seedProject } from '../support/history.ts';
+
+const oldKey = generateEncryptionKey();
+const newKey = generateEncryptionKey();
+const box = new SecretBox(oldKey);
+let database: SharedTestDatabase;
+let projectId: string;
+
+beforeAll(async () => {
+  database = await openSharedTestDatabase();
+  projectId = (await seedProject(database.db, box, 1)).projectId;
+}, 120_000);
+afterAll(async () => {
+  await database?.close();
+});
+
+const record = (data: Record<string, unknown>) =>
+  recordEvent(database.db, box, { projectId, producerEventId: newId('event'), event: 'docauth.completed', occurredAt: new Date(), payload: data });
+const eventRow = async (id: string) => (await database.db.select().from(events).where(eq(events.id, id)))[0]!;
+
+it('stores the data sealed: no value of it in the row, unreadable without the key, bound to its event', async () => {
+  const data = docauthData();
+  const first = await record(data);
+  const second = await record(docauthData());
+
+  const [raw] = await queryRows<Record<string, unknown>>(database.db, sql`select * from events where id = ${first.event.id}`);
+  const text = JSON.stringify(raw);
+  for (const value of [data.request_id, ...Object.values(data.docauth_info)]) expect(text).not.toContain(value);
+  expect(raw!.payload).toBeNull();
+  expect(raw!.payload_sealed).toMatch(new RegExp(`^v1:${box.currentKeyId}:`));
+
+  const row = await eventRow(first.event.id);
+  expect(openPayload(box, row)).toEqual(data);
+  expect(() => openPayload(new SecretBox(generateEncryptionKey()), row)).toThrow(/no encryption key with id/);
+  // A sealed payload copied onto another event's row does not open there.
+  const other = await eventRow(second.event.id);
+  expect(() => openPayload(box, { ...other, payloadSealed: row.payloadSealed })).toThrow();
+});
+
+it('`secrets reseal` moves payloads to the new key and seals those an earlier release stored in clear', async () => {
+  const sealed = await record(docauthData({ request_id: 'req-rotated' }));
+  const legacyId = newId('event');
+  const legacyData = docauthData({ request_id: 'req-legacy' });
+  await database.db.execute(sql`
+    insert into events (id, project_id, producer_event_id, event, occurred_at, payload, created_at)
+    values (${legacyId}, ${projectId}, ${legacyId}, 'docauth.completed', now(), ${JSON.stringify(legacyData)}::jsonb, now())`);
+  const before = await queryRows<{ count: number }>(database.db, sql`select count(*)::int as count from events`);
+
+  const result = await runCli(['secrets', 'reseal', '--json'], {
+    ...database.cliEnv,
+    SECRET_ENCRYPTION_KEY: newKey,
+    SECRET_ENCRYPTION_PREVIOUS_KEYS: oldKey,
+  });
+
+  expect(result.stderr).toBe('');
+  expect(JSON.parse(result.stdout)).toEqual({ resealed: 1, payloads_resealed: before[0]!.count });
+  const onlyNew = new SecretBox(newKey);
+  expect(openPayload(onlyNew, await eventRow(sealed.event.id))).toMatchObject({ request_id: 'req-rotated' });
+  const legacy = await eventRow(legacyId);
+  expect(legacy.payloadLegacy).toBeNull();
+  expect(openPayload(onlyNew, legacy)).toEqual(legacyData);
+  expect(() => openPayload(box, legacy)).toThrow(/no encryption key with id/);
+  // The request-id lookup hashes were remade under the new key: erasure by request id finds both.
+  const erased = await eraseEventPayloads(database.db, onlyNew, projectId, { requestId: 'req-legacy' });
+  expect(erased.map((event) => event.eventId)).toEqual([legacyId]);
+  expect((await eraseEventPayloads(database.db, onlyNew, projectId, { requestId: 'req-rotated' })).map((e) => e.eventId)).toEqual([
+    sealed.event.id,
+  ]);
+});

@@ -1,0 +1,49 @@
+import { continueAsNew, proxyActivities, workflowInfo } from '@temporalio/workflow';
+import type { RetentionActivities } from '../activities/retention.ts';
+
+/** Input of {@link retentionSweepWorkflow}. */
+export interface RetentionSweepInput {
+  /** How old a row must be to go (RETENTION_PERIOD). */
+  retentionMs: number;
+  /** Rows per statement. */
+  batchSize: number;
+  /** The sweep's "now", fixed at its first run (carried across continue-as-new). */
+  startedAtIso?: string;
+  /** Deleted so far (carried across continue-as-new). */
+  deleted?: { deliveries: number; events: number };
+}
+
+/** What a sweep deleted, shown as the workflow's result in the Web UI. */
+export interface RetentionSweepResult {
+  startedAt: string;
+  deliveries: number;
+  events: number;
+  batches: number;
+}
+
+const { sweepRetentionBatch } = proxyActivities<RetentionActivities>({
+  startToCloseTimeout: '2m',
+  retry: { initialInterval: '1s', backoffCoefficient: 2, maximumInterval: '1m' },
+});
+
+/**
+ * One run of the retention sweep (started by the Temporal Schedule every
+ * RETENTION_SWEEP_INTERVAL): batches of deletions until nothing past the period is left. Each
+ * batch is an activity, so a crash anywhere resumes with the next batch; large sweeps continue
+ * as new to keep the history short.
+ */
+export async function retentionSweepWorkflow(input: RetentionSweepInput): Promise<RetentionSweepResult> {
+  const startedAtIso = input.startedAtIso ?? new Date(Date.now()).toISOString();
+  const deleted = { deliveries: 0, events: 0, ...input.deleted };
+  let batches = 0;
+  for (;;) {
+    const batch = await sweepRetentionBatch({ nowIso: startedAtIso, olderThanMs: input.retentionMs, batchSize: input.batchSize });
+    batches += 1;
+    deleted.deliveries += batch.deliveries;
+    deleted.events += batch.events;
+    if (batch.done) return { startedAt: startedAtIso, ...deleted, batches };
+    if (workflowInfo().continueAsNewSuggested || batches >= 500) {
+      return continueAsNew<typeof retentionSweepWorkflow>({ ...input, startedAtIso, deleted });
+    }
+  }
+}
