@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import type { Database } from '../src/db/client.ts';
 import type { Metrics } from '../src/metrics.ts';
-import { sweepBatch, sweepCutoffs, sweepDone } from '../src/retention/sweep.ts';
+import { pacedSweepBatch, sweepCutoffs, type SweepPosition } from '../src/retention/sweep.ts';
 
 /** What the retention activities need. */
 export interface RetentionActivityDeps {
@@ -13,13 +13,13 @@ export interface RetentionActivityDeps {
 /** Creates the retention sweep's activity (the dependency-injection pattern). */
 export function createRetentionActivities({ db, logger, metrics }: RetentionActivityDeps) {
   return {
-    /** One batch of the sweep, with cutoffs from the sweep's fixed "now". Idempotent. */
-    async sweepRetentionBatch(input: { nowIso: string; olderThanMs: number; batchSize: number }) {
-      const counts = await sweepBatch(db, sweepCutoffs(new Date(input.nowIso), input.olderThanMs), input.batchSize);
-      metrics.retentionDeleted.inc({ kind: 'deliveries' }, counts.deliveries);
-      metrics.retentionDeleted.inc({ kind: 'events' }, counts.events);
-      if (counts.deliveries + counts.events > 0) logger.info(counts, 'retention sweep deleted a batch');
-      return { ...counts, done: sweepDone(counts, input.batchSize) };
+    /** One paced batch of the sweep at `position`, with cutoffs from the sweep's fixed "now". Idempotent. */
+    async sweepRetentionBatch(input: { nowIso: string; olderThanMs: number; batchSize: number; position: SweepPosition }) {
+      const step = await pacedSweepBatch(db, sweepCutoffs(new Date(input.nowIso), input.olderThanMs), input.position, input.batchSize);
+      metrics.retentionDeleted.inc({ kind: 'deliveries' }, step.deliveries);
+      metrics.retentionDeleted.inc({ kind: 'events' }, step.events);
+      if (step.deliveries + step.events > 0) logger.info({ deliveries: step.deliveries, events: step.events }, 'retention sweep deleted a batch');
+      return step;
     },
   };
 }

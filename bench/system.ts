@@ -32,6 +32,7 @@ import {
   stamp,
 } from './lib/output.ts';
 import { readServiceProbe } from './lib/probe-report.ts';
+import { startAlongside } from './lib/alongside.ts';
 import { ProcessSampler, threadCpu, threadCpuDelta } from './lib/procstat.ts';
 import { createPublisher } from './lib/publisher.ts';
 import { startCertifiedReceiver } from './lib/receiver-client.ts';
@@ -173,6 +174,7 @@ export async function runSystem(): Promise<Outcome> {
   const loadStart = now();
   const loadStartHrUs = Number(process.hrtime.bigint() / 1000n);
   const loadEnd = loadStart + duration * 1000;
+  const alongside = options.alongside ? startAlongside(options.alongside, loadStart) : undefined;
   const fire = async (seq: number): Promise<void> => {
     inFlight += 1;
     const started = now();
@@ -336,6 +338,7 @@ export async function runSystem(): Promise<Outcome> {
     throughput_overall_dps: round(delivered / Math.max(0.001, (lastLanding - loadStart) / 1000), 1),
     drain_s: round((lastLanding - publishEnd) / 1000, 1),
     latency_ms: percentiles(landings.map((l) => l.latency)),
+    ...(alongside && { alongside: { ...(await alongside.done), latency_ms: alongside.split(landings) } }),
     publish_ms: percentiles(publishDurations),
     rss_mb: rssMb,
     cpu_s: { ...Object.fromEntries(groupNames.map((name) => [name, usage.cpu[name] ?? 0])), service: serviceCpu, other_processes: otherCpu } as Record<string, number>,

@@ -1,5 +1,6 @@
 import { continueAsNew, proxyActivities, workflowInfo } from '@temporalio/workflow';
 import type { RetentionActivities } from '../activities/retention.ts';
+import type { SweepPosition, SweepStep } from '../src/retention/sweep.ts';
 
 /** Input of {@link retentionSweepWorkflow}. */
 export interface RetentionSweepInput {
@@ -11,6 +12,10 @@ export interface RetentionSweepInput {
   startedAtIso?: string;
   /** Deleted so far (carried across continue-as-new). */
   deleted?: { deliveries: number; events: number };
+  /** Batches run so far (carried across continue-as-new). */
+  batches?: number;
+  /** Where the sweep goes on (carried across continue-as-new). */
+  position?: SweepPosition;
 }
 
 /** What a sweep deleted, shown as the workflow's result in the Web UI. */
@@ -35,15 +40,17 @@ const { sweepRetentionBatch } = proxyActivities<RetentionActivities>({
 export async function retentionSweepWorkflow(input: RetentionSweepInput): Promise<RetentionSweepResult> {
   const startedAtIso = input.startedAtIso ?? new Date(Date.now()).toISOString();
   const deleted = { deliveries: 0, events: 0, ...input.deleted };
-  let batches = 0;
-  for (;;) {
-    const batch = await sweepRetentionBatch({ nowIso: startedAtIso, olderThanMs: input.retentionMs, batchSize: input.batchSize });
+  let batches = input.batches ?? 0;
+  let position: SweepPosition | undefined = input.position ?? { phase: 'deliveries' };
+  while (position) {
+    const batch: SweepStep = await sweepRetentionBatch({ nowIso: startedAtIso, olderThanMs: input.retentionMs, batchSize: input.batchSize, position });
     batches += 1;
     deleted.deliveries += batch.deliveries;
     deleted.events += batch.events;
-    if (batch.done) return { startedAt: startedAtIso, ...deleted, batches };
-    if (workflowInfo().continueAsNewSuggested || batches >= 500) {
-      return continueAsNew<typeof retentionSweepWorkflow>({ ...input, startedAtIso, deleted });
+    position = batch.next;
+    if (position && (workflowInfo().continueAsNewSuggested || batches - (input.batches ?? 0) >= 500)) {
+      return continueAsNew<typeof retentionSweepWorkflow>({ ...input, startedAtIso, deleted, batches, position });
     }
   }
+  return { startedAt: startedAtIso, ...deleted, batches };
 }

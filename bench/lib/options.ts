@@ -16,6 +16,8 @@ Load:
   --warmup <n>          events published and delivered before measuring (not counted) [20]
   --deadline <s>        after publishing, wait this long at most for the deliveries to land [180]
   --quick               smoke run: --duration 5 --rate 20 --warmup 5 unless given
+  --alongside <command> a shell command started with the load window (e.g. the retention sweep); the result
+                        gives the latency of deliveries published while it ran apart from the others
 
 Output:
   --out <file.json>     results file; the chart is written next to it as .svg
@@ -71,6 +73,7 @@ const { values: args } = parseArgs({
     warmup: { type: 'string' },
     deadline: { type: 'string', default: '180' },
     quick: { type: 'boolean', default: false },
+    alongside: { type: 'string' },
     out: { type: 'string' },
     label: { type: 'string' },
     'cpu-prof': { type: 'boolean', default: false },
@@ -146,6 +149,7 @@ export const options = {
         historyShards: numberArg('history-shards', args['history-shards'], DEFAULT_HISTORY_SHARDS, 1, 16_384),
       }
     : undefined,
+  alongside: args.alongside,
   out: args.out,
   label: args.label,
   cpuProf: args['cpu-prof'],

@@ -17,6 +17,12 @@ export type DatabaseTarget =
   | { kind: 'postgres'; url: string; poolMax?: number }
   | { kind: 'pglite'; dataDir?: string };
 
+/** How a database is opened beyond its target. */
+export interface OpenOptions {
+  /** Sees every statement the query builder sends, with its parameters (the scale benchmark EXPLAINs them). */
+  logQuery?: (query: string, params: unknown[]) => void;
+}
+
 /** An open database and the means to close it. */
 export interface DatabaseHandle {
   readonly db: Database;
@@ -34,7 +40,8 @@ const MIGRATION_LOCK_KEY = 727_001;
  * Opens the database: postgres.js for a `postgres` target, PGlite (in memory when
  * `dataDir` is unset) for a `pglite` one. Both come back as one {@link Database} type.
  */
-export async function openDatabase(target: DatabaseTarget): Promise<DatabaseHandle> {
+export async function openDatabase(target: DatabaseTarget, options: OpenOptions = {}): Promise<DatabaseHandle> {
+  const logger = options.logQuery && { logQuery: options.logQuery };
   if (target.kind === 'postgres') {
     const client = abandonTransactionsOfLostConnections(
       postgres(target.url, {
@@ -49,14 +56,14 @@ export async function openDatabase(target: DatabaseTarget): Promise<DatabaseHand
       }),
     );
     return {
-      db: drizzlePostgres(client, { schema }),
+      db: drizzlePostgres(client, { schema, ...(logger && { logger }) }),
       target,
       migrate: () => migratePostgresLocked(target.url),
       close: () => client.end({ timeout: 5 }),
     };
   }
   const client = await PGlite.create(target.dataDir);
-  const db = drizzlePglite(client, { schema });
+  const db = drizzlePglite(client, { schema, ...(logger && { logger }) });
   return {
     db,
     target,

@@ -87,7 +87,8 @@ export const events = pgTable(
     index('events_undispatched_idx')
       .on(table.createdAt)
       .where(sql`${table.dispatchedAt} is null`),
-    index('events_created_idx').on(table.createdAt),
+    // The retention sweep's walk over old events (created_at, then id: its cursor).
+    index('events_created_idx').on(table.createdAt, table.id),
     index('events_request_id_idx').on(table.projectId, table.requestIdHash),
   ],
 );
@@ -124,6 +125,9 @@ export const deliveries = pgTable(
   },
   (table) => [
     index('deliveries_webhook_idx').on(table.webhookId, table.id),
+    // The deliveries list filtered by status: a rare status deep in a large webhook's history
+    // would otherwise be found by walking every delivery of the webhook (docs/performance.md).
+    index('deliveries_webhook_status_idx').on(table.webhookId, table.status, table.id),
     // The retention sweep's way to the oldest settled deliveries.
     index('deliveries_settled_idx')
       .on(table.updatedAt)

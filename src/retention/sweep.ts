@@ -1,8 +1,9 @@
 /**
  * The retention sweep: deletes what is past the retention period, in bounded batches of short
  * statements (no long transaction, no table lock; rows being changed are skipped, not waited
- * for). It keeps no state between batches, so a sweep interrupted at any point is finished by
- * the next one, and running it twice deletes nothing more. What it never deletes:
+ * for). Between batches it carries only a position (which phase, which event it reached), so a
+ * sweep interrupted at any point is finished by the next one, and running it twice deletes
+ * nothing more. What it never deletes:
  *
  * - a delivery that is `pending`, `processing` or `failed` (its workflow is running);
  * - a `dead_letter` delivery younger than the dead-letter wait plus a day (its workflow may
@@ -41,63 +42,115 @@ export interface SweepCounts {
 }
 
 /**
- * Deletes up to `batchSize` deliveries past retention (their attempts go with them, by the
- * foreign key's cascade), then up to `batchSize` events past retention that have no delivery
- * left. Returns how many of each; a batch that deletes fewer than `batchSize` of both means the
- * sweep is done.
+ * Where a sweep is: deleting deliveries (first, until none past the period is left), then
+ * deleting events, after the last event it looked at. A sweep starts in the deliveries phase;
+ * a position lost in a crash costs only a re-scan, never a wrong deletion.
  */
-export async function sweepBatch(db: Database, cutoffs: SweepCutoffs, batchSize = SWEEP_BATCH_SIZE): Promise<SweepCounts> {
-  const before = cutoffs.before.toISOString();
-  const deadLetterBefore = cutoffs.deadLetterBefore.toISOString();
-  const latest = before > deadLetterBefore ? before : deadLetterBefore;
-  const deliveries = await queryRows<{ id: string }>(
-    db,
-    sql`
-      with doomed as (
-        select id from deliveries
-        where status in ('delivered', 'dead_letter') and updated_at < ${latest}::timestamptz
-          and ((status = 'delivered' and updated_at < ${before}::timestamptz)
-            or (status = 'dead_letter' and updated_at < ${deadLetterBefore}::timestamptz))
-        order by updated_at
-        limit ${batchSize}
-        for update skip locked
-      )
-      delete from deliveries using doomed where deliveries.id = doomed.id
-      returning deliveries.id`,
-  );
-  const events = await queryRows<{ id: string }>(
-    db,
-    sql`
-      with doomed as (
-        select id from events
-        where created_at < ${before}::timestamptz
-          and not exists (select 1 from deliveries where deliveries.event_id = events.id)
-        order by created_at
-        limit ${batchSize}
-        for update skip locked
-      )
-      delete from events using doomed where events.id = doomed.id
-      returning events.id`,
-  );
-  return { deliveries: deliveries.length, events: events.length };
+export type SweepPosition = { phase: 'deliveries' } | { phase: 'events'; after?: { createdAt: string; id: string } };
+
+/** One batch's outcome: what it deleted and where the sweep goes on, or `next` undefined when it is done. */
+export interface SweepStep extends SweepCounts {
+  next?: SweepPosition;
 }
 
-/** True when a batch found less than a full batch of either kind: nothing more is due. */
-export const sweepDone = (counts: SweepCounts, batchSize: number) => counts.deliveries < batchSize && counts.events < batchSize;
+/**
+ * One bounded batch of the sweep at `position`. In the deliveries phase: deletes up to
+ * `batchSize` settled deliveries past retention, oldest first (their attempts go with them, by
+ * the foreign key's cascade). In the events phase: looks at the next `batchSize` events past
+ * retention, in (created_at, id) order after `position.after`, and deletes those with no
+ * delivery left; the others keep a delivery that is not swept, so the next batch starts after
+ * them instead of reading them again.
+ */
+export async function sweepBatch(db: Database, cutoffs: SweepCutoffs, position: SweepPosition, batchSize = SWEEP_BATCH_SIZE): Promise<SweepStep> {
+  const before = cutoffs.before.toISOString();
+  if (position.phase === 'deliveries') {
+    const deadLetterBefore = cutoffs.deadLetterBefore.toISOString();
+    const latest = before > deadLetterBefore ? before : deadLetterBefore;
+    const deleted = await queryRows<{ id: string }>(
+      db,
+      sql`
+        with doomed as (
+          select id from deliveries
+          where status in ('delivered', 'dead_letter') and updated_at < ${latest}::timestamptz
+            and ((status = 'delivered' and updated_at < ${before}::timestamptz)
+              or (status = 'dead_letter' and updated_at < ${deadLetterBefore}::timestamptz))
+          order by updated_at
+          limit ${batchSize}
+          for update skip locked
+        )
+        delete from deliveries using doomed where deliveries.id = doomed.id
+        returning deliveries.id`,
+    );
+    return { deliveries: deleted.length, events: 0, next: deleted.length < batchSize ? { phase: 'events' } : position };
+  }
+  const after = position.after ? sql`and (created_at, id) > (${position.after.createdAt}::timestamptz, ${position.after.id})` : sql``;
+  // created_at travels as PostgreSQL's text, microseconds included, so the cursor is exact.
+  const candidates = await queryRows<{ id: string; created_at: string; kept: boolean }>(
+    db,
+    sql`
+      select id, created_at::text as created_at, exists (select 1 from deliveries where deliveries.event_id = events.id) as kept
+      from events
+      where created_at < ${before}::timestamptz ${after}
+      order by created_at, id
+      limit ${batchSize}`,
+  );
+  const doomed = candidates.filter((event) => !event.kept).map((event) => event.id);
+  const deleted =
+    doomed.length === 0
+      ? []
+      : await queryRows<{ id: string }>(
+          db,
+          sql`
+            with doomed as (
+              select id from events
+              where id in (${sql.join(doomed.map((id) => sql`${id}`), sql`, `)})
+                and not exists (select 1 from deliveries where deliveries.event_id = events.id)
+              for update skip locked
+            )
+            delete from events using doomed where events.id = doomed.id
+            returning events.id`,
+        );
+  const last = candidates.at(-1);
+  return {
+    deliveries: 0,
+    events: deleted.length,
+    ...(candidates.length === batchSize && last && { next: { phase: 'events', after: { createdAt: last.created_at, id: last.id } } }),
+  };
+}
 
-/** Runs batches until nothing is due; `onBatch` sees each batch's counts. */
+/**
+ * After each batch the sweep rests as long as the batch took, so it never holds the database
+ * more than half the time: deliveries keep their latency while it runs (docs/performance.md).
+ */
+export const SWEEP_REST_RATIO = 1;
+
+/** {@link sweepBatch}, then the rest of {@link SWEEP_REST_RATIO} times its duration. */
+export async function pacedSweepBatch(
+  db: Database,
+  cutoffs: SweepCutoffs,
+  position: SweepPosition,
+  batchSize = SWEEP_BATCH_SIZE,
+  restRatio = SWEEP_REST_RATIO,
+): Promise<SweepStep> {
+  const started = performance.now();
+  const step = await sweepBatch(db, cutoffs, position, batchSize);
+  if (step.next && restRatio > 0) await new Promise((resolve) => setTimeout(resolve, (performance.now() - started) * restRatio));
+  return step;
+}
+
+/** Runs paced batches from the start until the sweep is done; `onBatch` sees each batch. */
 export async function sweepAll(
   db: Database,
   cutoffs: SweepCutoffs,
-  options: { batchSize?: number; onBatch?: (counts: SweepCounts) => void } = {},
+  options: { batchSize?: number; restRatio?: number; onBatch?: (step: SweepStep) => void } = {},
 ): Promise<SweepCounts> {
-  const batchSize = options.batchSize ?? SWEEP_BATCH_SIZE;
   const total: SweepCounts = { deliveries: 0, events: 0 };
-  for (;;) {
-    const counts = await sweepBatch(db, cutoffs, batchSize);
-    total.deliveries += counts.deliveries;
-    total.events += counts.events;
-    options.onBatch?.(counts);
-    if (sweepDone(counts, batchSize)) return total;
+  for (let position: SweepPosition | undefined = { phase: 'deliveries' }; position; ) {
+    const step = await pacedSweepBatch(db, cutoffs, position, options.batchSize, options.restRatio);
+    total.deliveries += step.deliveries;
+    total.events += step.events;
+    options.onBatch?.(step);
+    position = step.next;
   }
+  return total;
 }

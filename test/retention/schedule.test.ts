@@ -42,7 +42,7 @@ it('a Temporal Schedule runs the sweep as a workflow that deletes what is past t
   expect(started?.workflowId).toMatch(new RegExp(`^${retentionScheduleId(h.taskQueue)}-run`));
   const result = await h.client.workflow.getHandle(started!.workflowId).result();
 
-  expect(result).toMatchObject({ deliveries: 1, events: 1, batches: 1 });
+  expect(result).toMatchObject({ deliveries: 1, events: 1, batches: 2 });
   const after = await storedIds(h.db);
   expect(after.deliveries).not.toContain(old.deliveryIds[0]);
   expect(after.events).not.toContain(old.eventId);
