@@ -4,6 +4,7 @@ import type { Database } from '../src/db/client.ts';
 import { finishAttempt, markDeadLetter, startAttempt, type AttemptResult } from '../src/db/queries/deliveries.ts';
 import { buildNotificationBody, buildNotificationHeaders } from '../src/delivery/notification.ts';
 import { openPayload } from '../src/events/payload.ts';
+import { disableIfFailing, type AutoDisableRule } from '../src/endpoint-health/auto-disable.ts';
 import type { Sender } from '../src/delivery/sender.ts';
 import { attemptOutcomeLabel, type Metrics } from '../src/metrics.ts';
 import type { SecretBox } from '../src/secrets.ts';
@@ -16,6 +17,8 @@ export interface ActivityDeps {
   sender: Sender;
   logger: Logger;
   metrics: Metrics;
+  /** Endpoint health: when a dead letter disables its webhook. */
+  autoDisable: AutoDisableRule;
 }
 
 /** When the next automatic attempt is due, from the activity's own retry policy. */
@@ -31,7 +34,7 @@ function nextAttemptStatus(finishedAt: Date): AttemptResult['nextStatus'] {
 }
 
 /** Creates the activities with their dependencies (the dependency-injection pattern). */
-export function createActivities({ db, secretBox, sender, logger, metrics }: ActivityDeps) {
+export function createActivities({ db, secretBox, sender, logger, metrics, autoDisable }: ActivityDeps) {
   return {
     /**
      * One signed send of a delivery, recorded as an attempt. Resolves `delivered` on a 2xx
@@ -107,6 +110,14 @@ export function createActivities({ db, secretBox, sender, logger, metrics }: Act
       await markDeadLetter(db, deliveryId, reason);
       metrics.deliveriesFinished.inc({ status: 'dead_letter' });
       logger.warn({ deliveryId, reason }, 'delivery dead-lettered');
+      const disabled = await disableIfFailing(db, deliveryId, autoDisable);
+      if (disabled) {
+        metrics.webhooksAutoDisabled.inc();
+        logger.warn(
+          { webhookId: disabled.webhookId, failingSince: disabled.failingSince.toISOString(), deadLetters: disabled.deadLetters },
+          `webhook disabled by the service: ${disabled.reason}`,
+        );
+      }
     },
   };
 }

@@ -9,6 +9,7 @@ import type { AppDeps, AppEnv } from './api/env.ts';
 import { ApiError, errorBody } from './api/errors.ts';
 import { apiReferencePage } from './api/reference-page.ts';
 import { deliveriesRouter } from './api/routes/deliveries.ts';
+import { operationsRouter } from './api/routes/operations.ts';
 import { eventsRouter } from './api/routes/events.ts';
 import { healthRouter } from './api/routes/health.ts';
 import { SECURITY_SCHEMES } from './api/routes/shared.ts';
@@ -107,6 +108,7 @@ export function createApp(deps: AppDeps) {
   v2.use('/webhooks/*', requireApiKey);
   v2.route('/', webhooksRouter);
   v2.route('/', deliveriesRouter);
+  v2.route('/', operationsRouter);
   app.route(V2_BASE, v2);
   app.route(INTERNAL_BASE, eventsRouter);
 

@@ -87,6 +87,19 @@ const environmentSchema = z.object({
   WEBHOOKS_API_TOKEN: optionalString,
   WORKFLOW_BUNDLE_PATH: z.string().min(1).default('dist/workflow-bundle.js'),
   RETENTION_PERIOD: duration(3_600_000).prefault('30d'),
+  WEBHOOK_AUTO_DISABLE_AFTER: duration(1_000).prefault('5d'),
+  WEBHOOK_AUTO_DISABLE_MIN_DEAD_LETTERS: z
+    .string()
+    .regex(/^\d+$/, 'must be a whole number of at least 1')
+    .transform(Number)
+    .pipe(z.number().min(1, 'must be a whole number of at least 1'))
+    .prefault('10'),
+  BULK_RETRY_RATE: z
+    .string()
+    .regex(/^\d+(\.\d+)?$/, 'must be a number of deliveries per second, such as 10')
+    .transform(Number)
+    .pipe(z.number().min(0.1, 'must be at least 0.1 deliveries per second').max(1000, 'must be at most 1000 deliveries per second'))
+    .prefault('10'),
   RETENTION_SWEEP_INTERVAL: duration(60_000).prefault('1h'),
 });
 
@@ -141,6 +154,10 @@ function toConfig(env: z.infer<typeof environmentSchema>) {
       /** How often the Temporal Schedule runs the retention sweep. */
       sweepIntervalMs: env.RETENTION_SWEEP_INTERVAL,
     },
+    /** Endpoint health: a webhook failing this long, with this many dead letters, is disabled. */
+    autoDisable: { afterMs: env.WEBHOOK_AUTO_DISABLE_AFTER, minDeadLetters: env.WEBHOOK_AUTO_DISABLE_MIN_DEAD_LETTERS },
+    /** Deliveries per second a bulk retry operation signals at most. */
+    bulkRetryRate: env.BULK_RETRY_RATE,
     logLevel: env.LOG_LEVEL,
     secretEncryptionKey: env.SECRET_ENCRYPTION_KEY,
     /** Keys that sealed secrets before a key rotation; still accepted for opening them. */

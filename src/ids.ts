@@ -9,6 +9,7 @@ export const ID_PREFIX = {
   event: 'evt',
   delivery: 'dlv',
   attempt: 'att',
+  operation: 'op',
 } as const;
 
 export type IdKind = keyof typeof ID_PREFIX;

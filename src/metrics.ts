@@ -51,6 +51,11 @@ export function createMetrics() {
       buckets: SECONDS_BUCKETS,
       registers,
     }),
+    webhooksAutoDisabled: new Counter({
+      name: 'webhook_auto_disabled_total',
+      help: 'Webhooks the service disabled because every attempt failed for WEBHOOK_AUTO_DISABLE_AFTER',
+      registers,
+    }),
     retentionDeleted: new Counter({
       name: 'webhook_retention_deleted_total',
       help: 'Rows the retention sweep deleted past the retention period: kind = deliveries (with their attempts), events',

@@ -107,7 +107,7 @@ export async function startService(config: Config, role: Role, logger: Logger): 
     const connection = await Connection.connect({ address: temporalAddress });
     closer.add('Temporal client', () => connection.close());
     const client = new Client({ connection, namespace: config.temporal.namespace });
-    const scheduler = new DeliveryScheduler(client, config.temporal.taskQueue);
+    const scheduler = new DeliveryScheduler(client, config.temporal.taskQueue, config.bulkRetryRate);
 
     const metrics = createMetrics();
     let sdkMetricsUrl: string | undefined;
@@ -132,6 +132,7 @@ export async function startService(config: Config, role: Role, logger: Logger): 
         logger,
         metrics,
         delivery: config.delivery,
+        autoDisable: config.autoDisable,
         workflowBundlePath: config.temporal.workflowBundlePath,
         maxCachedWorkflows: config.temporal.maxCachedWorkflows,
       });

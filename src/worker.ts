@@ -8,8 +8,10 @@ import { promisify } from 'node:util';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import type { Logger } from 'pino';
 import { createActivities } from '../activities/index.ts';
+import { createOperationActivities } from '../activities/operations.ts';
 import { createRetentionActivities } from '../activities/retention.ts';
 import type { Database } from './db/client.ts';
+import type { AutoDisableRule } from './endpoint-health/auto-disable.ts';
 import { listUndispatchedEvents } from './db/queries/events.ts';
 import { createSender, type Sender } from './delivery/sender.ts';
 import { dispatchEvent } from './events/publish.ts';
@@ -37,6 +39,8 @@ export interface DeliveryWorkerOptions {
   maxCachedWorkflows: number;
   /** A bundle made by `npm run build:workflows`; used when the file exists. */
   workflowBundlePath?: string | undefined;
+  /** Endpoint health: WEBHOOK_AUTO_DISABLE_AFTER and WEBHOOK_AUTO_DISABLE_MIN_DEAD_LETTERS. */
+  autoDisable: AutoDisableRule;
   /** Outbox sweep period; 0 turns the sweep off. */
   sweepIntervalMs?: number;
 }
@@ -105,8 +109,10 @@ export async function startDeliveryWorker(options: DeliveryWorkerOptions): Promi
         sender,
         logger: options.logger.child({ component: 'activity' }),
         metrics: options.metrics,
+        autoDisable: options.autoDisable,
       }),
       ...createRetentionActivities({ db: options.db, logger: options.logger.child({ component: 'retention' }), metrics: options.metrics }),
+      ...createOperationActivities({ db: options.db, scheduler: options.scheduler, logger: options.logger.child({ component: 'operation' }) }),
     },
     maxCachedWorkflows: options.maxCachedWorkflows,
     shutdownGraceTime: '35s',

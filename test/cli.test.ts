@@ -73,6 +73,27 @@ describe('webhooks and deliveries commands', () => {
     expect((await cli(['webhooks', 'delete', webhook.id])).stdout).toContain(`Webhook ${webhook.id} deleted.`);
   });
 
+  it('starts, follows and cancels a bulk retry operation', async () => {
+    const webhook = JSON.parse((await cli(['webhooks', 'create', '--url', 'https://example.com/bulk', '--json'])).stdout);
+    const started = await cli(['deliveries', 'retry', webhook.id, '--all', '--status', 'dead_letter,failed', '--since', '2026-01-01T00:00:00Z', '--json']);
+    expect(started.stderr).toBe('');
+    const operation = JSON.parse(started.stdout);
+    expect(operation).toEqual({ id: expect.stringMatching(/^op_/), status: 'running', matched: 0 });
+    let current: Record<string, unknown> = {};
+    for (let i = 0; i < 100 && current.status !== 'completed'; i += 1) {
+      current = JSON.parse((await cli(['operations', 'get', webhook.id, operation.id, '--json'])).stdout);
+      if (current.status !== 'completed') await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    expect(current).toEqual({ id: operation.id, status: 'completed', matched: 0, retried: 0, skipped: 0 });
+    const cancel = await cli(['operations', 'cancel', webhook.id, operation.id]);
+    expect(cancel.stdout.split('\n')[0]).toBe(`Operation ${operation.id} is already completed`);
+    const invalid = await cli(['deliveries', 'retry', webhook.id, '--all', '--status', 'pending']);
+    expect(invalid.code).toBe(1);
+    expect(invalid.stderr).toMatch(/^error: 400 invalid_request: status\.0/);
+    // The project's later events must not fan out to this webhook.
+    expect((await cli(['webhooks', 'delete', webhook.id])).code).toBe(0);
+  });
+
   it('prints one clear line and exits 1 on errors', async () => {
     const missing = await cli(['webhooks', 'get', 'wh_missing']);
     expect(missing.code).toBe(1);

@@ -42,6 +42,18 @@ describe('parseConfig', () => {
     expect(config.eventProducerToken).toBeUndefined();
     expect(config.delivery).toEqual({ timeoutMs: 30_000, allowPrivateTargets: false, caFile: undefined });
     expect(config.retention).toEqual({ periodMs: 30 * 86_400_000, sweepIntervalMs: 3_600_000 });
+    expect(config.bulkRetryRate).toBe(10);
+    expect(config.autoDisable).toEqual({ afterMs: 5 * 86_400_000, minDeadLetters: 10 });
+  });
+
+  it('reads the bulk retry rate and the endpoint-health rule, and refuses bad values naming the variable', () => {
+    const config = parseConfig({ BULK_RETRY_RATE: '2.5', WEBHOOK_AUTO_DISABLE_AFTER: '40s', WEBHOOK_AUTO_DISABLE_MIN_DEAD_LETTERS: '3' });
+    expect(config.bulkRetryRate).toBe(2.5);
+    expect(config.autoDisable).toEqual({ afterMs: 40_000, minDeadLetters: 3 });
+    expect(configError({ BULK_RETRY_RATE: 'fast' }).message).toContain('BULK_RETRY_RATE: must be a number of deliveries per second');
+    expect(configError({ BULK_RETRY_RATE: '0' }).message).toContain('BULK_RETRY_RATE: must be at least 0.1');
+    expect(configError({ WEBHOOK_AUTO_DISABLE_AFTER: '5 days' }).message).toContain('WEBHOOK_AUTO_DISABLE_AFTER: must be a duration');
+    expect(configError({ WEBHOOK_AUTO_DISABLE_MIN_DEAD_LETTERS: '0' }).message).toContain('WEBHOOK_AUTO_DISABLE_MIN_DEAD_LETTERS: must be a whole number of at least 1');
   });
 
   it('reads the retention period and sweep interval as durations, and refuses others naming the variable', () => {

@@ -31,13 +31,27 @@ export const DEAD_LETTER_WAIT_MS = 7 * 24 * 60 * 60 * 1000;
 /** Input of {@link deliveryWorkflow}: identifiers only, never secrets or event data. */
 export interface DeliveryWorkflowInput {
   deliveryId: string;
+  /** Keys of the keyed retry signals already handled (carried across continue-as-new). */
+  retryKeys?: string[];
 }
 
 /** How a delivery workflow ended. */
 export type DeliveryWorkflowResult = 'delivered' | 'dead_letter' | 'gone';
 
-/** Manual retry (operation 8): starts a new round of attempts at once. */
-export const retrySignal = defineSignal('retry');
+/**
+ * What a retry signal may carry: a key (the bulk retry operation's id) that makes it
+ * idempotent: a second signal with a key already handled is ignored, so an operation resumed
+ * after a crash can signal again without retrying twice.
+ */
+export interface RetryRequest {
+  key?: string;
+}
+
+/** How many handled retry keys a workflow remembers. */
+const RETRY_KEYS_KEPT = 20;
+
+/** Manual retry (operation 8, or a bulk retry): starts a new round of attempts at once. */
+export const retrySignal = defineSignal<[RetryRequest?]>('retry');
 
 const { sendDelivery } = proxyActivities<Activities>({
   // The HTTP exchange is cut at 30 s by the activity itself; this leaves it time to record that.
@@ -61,7 +75,13 @@ export async function deliveryWorkflow(input: DeliveryWorkflowInput): Promise<De
   const { deliveryId } = input;
   let retryRequested = false;
   let round: CancellationScope | undefined;
-  setHandler(retrySignal, () => {
+  const retryKeys = input.retryKeys ?? [];
+  setHandler(retrySignal, (request) => {
+    if (request?.key) {
+      if (retryKeys.includes(request.key)) return;
+      retryKeys.push(request.key);
+      if (retryKeys.length > RETRY_KEYS_KEPT) retryKeys.shift();
+    }
     retryRequested = true;
     round?.cancel();
   });
@@ -93,7 +113,7 @@ export async function deliveryWorkflow(input: DeliveryWorkflowInput): Promise<De
     if (!(await condition(() => retryRequested, DEAD_LETTER_WAIT_MS))) return 'dead_letter';
     upsertSearchAttributes([{ key: DeliveryStatusAttribute, value: 'pending' }]);
     if (workflowInfo().continueAsNewSuggested) {
-      return continueAsNew<typeof deliveryWorkflow>(input);
+      return continueAsNew<typeof deliveryWorkflow>({ ...input, retryKeys });
     }
   }
 }

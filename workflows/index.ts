@@ -1,2 +1,3 @@
 export * from './delivery.ts';
 export * from './retention.ts';
+export * from './bulk-retry.ts';

@@ -34,6 +34,8 @@ export function webhookListItem(row: WebhookRow) {
     success_count: row.successCount,
     failure_count: row.failureCount,
     last_delivered_at: iso(row.lastDeliveredAt),
+    disabled_reason: row.disabledReason ?? undefined,
+    disabled_at: iso(row.disabledAt),
     created_at: row.createdAt.toISOString(),
     updated_at: row.updatedAt.toISOString(),
   });

@@ -107,6 +107,11 @@ const webhookFields = {
   success_count: z.number().int(),
   failure_count: z.number().int(),
   last_delivered_at: timestamp.optional(),
+  disabled_reason: z
+    .string()
+    .optional()
+    .openapi({ description: 'Set when the service disabled the webhook because every attempt failed for too long; cleared by PATCH status=active' }),
+  disabled_at: timestamp.optional().openapi({ description: 'When the service disabled it' }),
   created_at: timestamp,
   updated_at: timestamp,
 };
@@ -186,6 +191,48 @@ export const DeliveryParamsSchema = IdParamsSchema.extend({
     .string()
     .openapi({ param: { name: 'delivery_id', in: 'path' }, example: 'dlv_01jd3k6v8x0f5r7k2m9q4t1w3y' }),
 });
+
+export const OperationParamsSchema = IdParamsSchema.extend({
+  operation_id: z
+    .string()
+    .openapi({ param: { name: 'operation_id', in: 'path' }, example: 'op_01jd3k6v8x0f5r7k2m9q4t1w3y' }),
+});
+
+const RETRYABLE_STATUSES = ['failed', 'dead_letter'] as const;
+const isoTimestamp = z.iso.datetime({ offset: true, message: 'must be an ISO 8601 timestamp with a time zone' });
+
+export const BulkRetryBodySchema = z
+  .strictObject({
+    status: z
+      .array(z.enum(RETRYABLE_STATUSES, { message: `must be one of: ${RETRYABLE_STATUSES.join(', ')}` }))
+      .min(1, 'must list at least one status')
+      .refine((statuses) => new Set(statuses).size === statuses.length, 'must not repeat a status')
+      .optional()
+      .openapi({ description: 'Statuses of the deliveries to retry; default `["dead_letter"]`', uniqueItems: true, example: ['dead_letter'] }),
+    since: isoTimestamp.optional().openapi({ description: 'Deliveries created at or after this instant', example: '2026-11-22T10:00:00Z' }),
+    until: isoTimestamp.optional().openapi({ description: 'Deliveries created before this instant (default and at most: now)' }),
+  })
+  .refine((body) => !body.since || !body.until || Date.parse(body.since) < Date.parse(body.until), {
+    message: 'must be before until',
+    path: ['since'],
+  })
+  .openapi('BulkRetryRequest');
+
+export const OperationStatusSchema = z.enum(['running', 'completed', 'cancelled', 'failed']);
+
+export const OperationStartedSchema = z
+  .strictObject({ id: z.string().openapi({ example: 'op_01jd3k6v8x0f5r7k2m9q4t1w3y' }), status: OperationStatusSchema, matched: z.number().int() })
+  .openapi('OperationStarted');
+
+export const OperationSchema = z
+  .strictObject({
+    id: z.string().openapi({ example: 'op_01jd3k6v8x0f5r7k2m9q4t1w3y' }),
+    status: OperationStatusSchema,
+    matched: z.number().int().openapi({ description: 'Deliveries the operation matched when it was created' }),
+    retried: z.number().int().openapi({ description: 'Matched deliveries queued and signalled so far' }),
+    skipped: z.number().int().openapi({ description: 'Matched deliveries that had moved on by themselves when reached' }),
+  })
+  .openapi('Operation');
 
 export const MetaSchema = z.object({ request_id: z.string() }).openapi('Meta');
 export const ListMetaSchema = MetaSchema.extend({

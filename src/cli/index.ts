@@ -3,7 +3,7 @@ import { ConfigError, loadConfig } from '../config.ts';
 import { eventsCommand } from './events.ts';
 import { keysCommand } from './keys.ts';
 import { listenCommand } from './listen.ts';
-import { deliveriesCommand, webhooksCommand } from './resources.ts';
+import { deliveriesCommand, operationsCommand, webhooksCommand } from './resources.ts';
 import { retentionCommand } from './retention.ts';
 import { secretsCommand } from './secrets.ts';
 import { CliError } from './output.ts';
@@ -21,7 +21,8 @@ admin (direct database access; embedded mode needs \`npm start\` running, else D
 
 API (over HTTP; --token or WEBHOOKS_API_TOKEN, --api-url or WEBHOOKS_API_URL):
   webhooks list|create|get|update|delete|rotate-secret                    manage webhooks
-  deliveries list|get|attempts|retry                                      inspect and retry deliveries
+  deliveries list|get|attempts|retry [--all]                              inspect and retry deliveries (--all: a bulk retry operation)
+  operations get|cancel <webhook id> <operation id>                      follow or cancel a bulk retry operation
   listen [--create-webhook] [--secret <whsec_…>] [--port 4443]           local HTTPS receiver printing deliveries
 
 every command takes --json for one JSON value on stdout; errors are one line on stderr, exit 1.
@@ -32,6 +33,7 @@ const commands: Record<string, (config: ReturnType<typeof loadConfig>, args: str
   events: eventsCommand,
   webhooks: webhooksCommand,
   deliveries: deliveriesCommand,
+  operations: operationsCommand,
   listen: listenCommand,
   secrets: secretsCommand,
   retention: retentionCommand,

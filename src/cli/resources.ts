@@ -96,6 +96,7 @@ const DELIVERIES_USAGE = `usage:
   deliveries get <webhook id> <delivery id>
   deliveries attempts <webhook id> <delivery id>
   deliveries retry <webhook id> <delivery id>
+  deliveries retry <webhook id> --all [--status dead_letter,failed] [--since <ISO 8601>] [--until <ISO 8601>]
 options: --json, --token <API token> (or WEBHOOKS_API_TOKEN), --api-url <url> (or WEBHOOKS_API_URL)`;
 
 /** `deliveries …`: delivery inspection and manual retry. */
@@ -110,6 +111,9 @@ export async function deliveriesCommand(config: Config, args: string[]): Promise
       event: { type: 'string' },
       limit: { type: 'string' },
       'starting-after': { type: 'string' },
+      all: { type: 'boolean', default: false },
+      since: { type: 'string' },
+      until: { type: 'string' },
     },
   });
   const { api } = client(config, values);
@@ -137,7 +141,16 @@ export async function deliveriesCommand(config: Config, args: string[]): Promise
       result = await api.call('GET', `/webhooks/${webhookId}/deliveries/${deliveryId()}/attempts`);
       break;
     case 'retry':
-      result = await api.call('POST', `/webhooks/${webhookId}/deliveries/${deliveryId()}/retry`);
+      if (values.all) {
+        const body = {
+          ...(values.status && { status: values.status.split(',').map((status) => status.trim()) }),
+          ...(values.since && { since: values.since }),
+          ...(values.until && { until: values.until }),
+        };
+        result = await api.call('POST', `/webhooks/${webhookId}/deliveries/retry`, body);
+      } else {
+        result = await api.call('POST', `/webhooks/${webhookId}/deliveries/${deliveryId()}/retry`);
+      }
       break;
     default:
       throw new CliError(DELIVERIES_USAGE);
@@ -149,6 +162,31 @@ export async function deliveriesCommand(config: Config, args: string[]): Promise
     if (result.meta?.has_more) console.log(`more: --starting-after ${result.meta.next_cursor}`);
   } else if (action === 'attempts') {
     printTable(result.data, ['attempt_number', 'started_at', 'outcome', 'status_code', 'duration_ms', 'error']);
+  } else {
+    console.log(result.message);
+    console.log(JSON.stringify(result.data, null, 2));
+  }
+}
+
+const OPERATIONS_USAGE = `usage:
+  operations get <webhook id> <operation id>
+  operations cancel <webhook id> <operation id>
+options: --json, --token <API token> (or WEBHOOKS_API_TOKEN), --api-url <url> (or WEBHOOKS_API_URL)`;
+
+/** `operations …`: a bulk retry operation's progress, and cancelling it. */
+export async function operationsCommand(config: Config, args: string[]): Promise<void> {
+  const [action, ...rest] = args;
+  const { values, positionals } = parseArgs({ args: rest, allowPositionals: true, options: CONNECTION_OPTIONS });
+  const { api } = client(config, values);
+  const webhookId = encodeURIComponent(required(positionals[0], 'a webhook id', OPERATIONS_USAGE));
+  const operationId = encodeURIComponent(required(positionals[1], 'an operation id', OPERATIONS_USAGE));
+  const path = `/webhooks/${webhookId}/operations/${operationId}`;
+  let result: { data?: any; message?: string };
+  if (action === 'get') result = await api.call('GET', path);
+  else if (action === 'cancel') result = await api.call('DELETE', path);
+  else throw new CliError(OPERATIONS_USAGE);
+  if (values.json) {
+    console.log(JSON.stringify(result.data));
   } else {
     console.log(result.message);
     console.log(JSON.stringify(result.data, null, 2));

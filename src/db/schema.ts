@@ -5,6 +5,7 @@ import {
   integer,
   jsonb,
   pgTable,
+  primaryKey,
   text,
   timestamp,
   uniqueIndex,
@@ -44,6 +45,11 @@ export const webhooks = pgTable(
     successCount: integer('success_count').notNull().default(0),
     failureCount: integer('failure_count').notNull().default(0),
     lastDeliveredAt: timestamp('last_delivered_at', { withTimezone: true, mode: 'date' }),
+    /** Start of the current run of failed attempts (null after a success): the endpoint-health clock. */
+    failingSince: timestamp('failing_since', { withTimezone: true, mode: 'date' }),
+    /** Why and when the service disabled the webhook (null when a customer did, or it is active). */
+    disabledReason: text('disabled_reason'),
+    disabledAt: timestamp('disabled_at', { withTimezone: true, mode: 'date' }),
     createdAt: createdAt(),
     updatedAt: timestamp('updated_at', { withTimezone: true, mode: 'date' }).notNull(),
   },
@@ -162,7 +168,61 @@ export const deliveryAttempts = pgTable(
   ],
 );
 
+export const OPERATION_STATUSES = ['running', 'completed', 'cancelled', 'failed'] as const;
+export type OperationStatus = (typeof OPERATION_STATUSES)[number];
+
+/**
+ * Bulk retry operations (`POST /webhooks/{id}/deliveries/retry`): what they match, and their
+ * progress, which the operation's workflow writes page by page.
+ */
+export const operations = pgTable(
+  'operations',
+  {
+    id: text('id').primaryKey(),
+    projectId: text('project_id').notNull(),
+    webhookId: text('webhook_id')
+      .notNull()
+      .references(() => webhooks.id, { onDelete: 'cascade' }),
+    /** Delivery statuses it retries. */
+    statuses: text('statuses', { enum: DELIVERY_STATUSES }).array().notNull(),
+    /** Deliveries created from `since` (inclusive) to `until` (exclusive); `until` is at most the operation's creation. */
+    since: timestamp('since', { withTimezone: true, mode: 'date' }),
+    until: timestamp('until', { withTimezone: true, mode: 'date' }).notNull(),
+    status: text('status', { enum: OPERATION_STATUSES }).notNull(),
+    createdAt: createdAt(),
+    finishedAt: timestamp('finished_at', { withTimezone: true, mode: 'date' }),
+  },
+  (table) => [
+    index('operations_webhook_idx').on(table.webhookId, table.id),
+    check('operations_status_check', sql`${table.status} in ('running', 'completed', 'cancelled', 'failed')`),
+  ],
+);
+
+/**
+ * The deliveries an operation matched when it was created, and how far each got: `matched`,
+ * then `queued` (moved back to `pending` and about to be signalled), then `retried`; or
+ * `skipped` when it had moved on by itself before the operation reached it. The counts of an
+ * operation are counts of these rows, so they are exact whatever crashed in between.
+ */
+export const operationDeliveries = pgTable(
+  'operation_deliveries',
+  {
+    operationId: text('operation_id')
+      .notNull()
+      .references(() => operations.id, { onDelete: 'cascade' }),
+    deliveryId: text('delivery_id')
+      .notNull()
+      .references(() => deliveries.id, { onDelete: 'cascade' }),
+    state: text('state', { enum: ['matched', 'queued', 'retried', 'skipped'] }).notNull(),
+  },
+  (table) => [
+    primaryKey({ columns: [table.operationId, table.deliveryId] }),
+    index('operation_deliveries_delivery_idx').on(table.deliveryId),
+  ],
+);
+
 export type ApiKeyRow = typeof apiKeys.$inferSelect;
+export type OperationRow = typeof operations.$inferSelect;
 export type WebhookRow = typeof webhooks.$inferSelect;
 export type EventRow = typeof events.$inferSelect;
 export type DeliveryRow = typeof deliveries.$inferSelect;

@@ -5,6 +5,7 @@ import {
   WorkflowNotFoundError,
   type Client,
 } from '@temporalio/client';
+import { bulkRetryWorkflow } from '../../workflows/bulk-retry.ts';
 import { deliveryWorkflow, retrySignal } from '../../workflows/delivery.ts';
 import {
   DeliveryStatusAttribute,
@@ -23,11 +24,19 @@ export interface DeliveryStart {
   url: string;
 }
 
-/** Starts, signals and cancels delivery workflows (workflow id = delivery id). */
+/** Deliveries per second of a bulk retry operation when BULK_RETRY_RATE is unset. */
+export const DEFAULT_BULK_RETRY_RATE = 10;
+
+/** Starts, signals and cancels delivery workflows (workflow id = delivery id) and bulk retry operations. */
 export class DeliveryScheduler {
+  /**
+   * @param bulkRetryRate deliveries per second a bulk retry operation signals at most
+   *   (BULK_RETRY_RATE), so a recovering endpoint is not hit by a thundering herd.
+   */
   constructor(
     private readonly client: Client,
     private readonly taskQueue: string,
+    private readonly bulkRetryRate = DEFAULT_BULK_RETRY_RATE,
   ) {}
 
   #options(start: DeliveryStart) {
@@ -65,13 +74,39 @@ export class DeliveryScheduler {
     );
   }
 
-  /** Sends the retry signal, starting a new run if the workflow has closed. */
-  async retry(start: DeliveryStart): Promise<void> {
+  /**
+   * Sends the retry signal, starting a new run if the workflow has closed. With a `key` (a bulk
+   * retry operation's id) a repeat of the same signal is ignored by the workflow.
+   */
+  async retry(start: DeliveryStart, key?: string): Promise<void> {
     await this.client.workflow.signalWithStart(deliveryWorkflow, {
       ...this.#options(start),
       signal: retrySignal,
-      signalArgs: [],
+      signalArgs: key ? [{ key }] : [],
     });
+  }
+
+  /** Starts the workflow of a bulk retry operation (workflow id = operation id). */
+  async startRetryOperation(operation: { id: string; webhookId: string; projectId: string }): Promise<void> {
+    await this.client.workflow.start(bulkRetryWorkflow, {
+      workflowId: operation.id,
+      taskQueue: this.taskQueue,
+      args: [{ operationId: operation.id, ratePerSecond: this.bulkRetryRate }],
+      typedSearchAttributes: [
+        { key: WebhookIdAttribute, value: operation.webhookId },
+        { key: ProjectIdAttribute, value: operation.projectId },
+      ],
+      staticSummary: `bulk retry of ${operation.webhookId} at ${this.bulkRetryRate}/s`,
+    });
+  }
+
+  /** Asks a bulk retry operation's workflow to stop; it records itself `cancelled`. */
+  async cancelOperation(operationId: string): Promise<void> {
+    try {
+      await this.client.workflow.getHandle(operationId).cancel();
+    } catch (error) {
+      if (!(error instanceof WorkflowNotFoundError)) throw error;
+    }
   }
 
   /** Cancels the workflows of deliveries that no longer exist. */

@@ -139,7 +139,7 @@ beforeAll(async () => {
 afterAll(() => h.stop());
 
 describe('the OpenAPI document', () => {
-  it('is OpenAPI 3.1 and documents exactly the v2 operations, delivery inspection and the producer door', () => {
+  it('is OpenAPI 3.1 and documents exactly the v2 operations, delivery inspection, bulk operations and the producer door', () => {
     expect(doc.openapi).toBe('3.1.0');
     const operations = Object.fromEntries(
       Object.entries(doc.paths).map(([path, methods]) => [path, Object.keys(methods).sort()]),
@@ -152,6 +152,8 @@ describe('the OpenAPI document', () => {
       [`${BASE}/webhooks/{id}/deliveries/{delivery_id}`]: ['get'],
       [`${BASE}/webhooks/{id}/deliveries/{delivery_id}/attempts`]: ['get'],
       [`${BASE}/webhooks/{id}/deliveries/{delivery_id}/retry`]: ['post'],
+      [`${BASE}/webhooks/{id}/deliveries/retry`]: ['post'],
+      [`${BASE}/webhooks/{id}/operations/{operation_id}`]: ['delete', 'get'],
       '/internal/v1/events': ['post'],
     });
   });

@@ -256,9 +256,9 @@ export interface Cluster extends Deployment {
 /**
  * Starts Postgres, the Temporal dev server, runs `migrate`, then the API and the worker as
  * separate processes with the production configuration (DATABASE_URL, TEMPORAL_ADDRESS).
- * `caFile` is the receiver's certificate (DELIVERY_CA_FILE).
+ * `caFile` is the receiver's certificate (DELIVERY_CA_FILE); `extraEnv` goes to every process.
  */
-export async function startCluster(name: string, caFile: string): Promise<Cluster> {
+export async function startCluster(name: string, caFile: string, extraEnv: Record<string, string> = {}): Promise<Cluster> {
   const root = await mkdtemp(path.join(STATE_PARENT, `webhooks-faults-${name}-`));
   if (asRoot) await run('chmod', ['755', root]);
   const logDir = path.join(root, 'logs');
@@ -289,6 +289,7 @@ export async function startCluster(name: string, caFile: string): Promise<Cluste
       HOST: '127.0.0.1',
       DATA_DIR: path.join(root, 'data'),
       WORKFLOW_BUNDLE_PATH: bundle && existsSync(bundle) ? bundle : path.join(root, 'no-bundle.js'),
+      ...extraEnv,
     };
     delete common.VITEST;
     delete common.VITEST_POOL_ID;

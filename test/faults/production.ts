@@ -23,7 +23,7 @@ export interface ProductionCluster extends Deployment {
   stop(): Promise<void>;
 }
 
-export async function startProductionCluster(name: string, caFile: string): Promise<ProductionCluster> {
+export async function startProductionCluster(name: string, caFile: string, extraEnv: Record<string, string> = {}): Promise<ProductionCluster> {
   const bundle = inject('faultsWorkflowBundlePath');
   const topology = await startClusterTopology({
     name,
@@ -34,6 +34,7 @@ export async function startProductionCluster(name: string, caFile: string): Prom
       LOG_LEVEL: 'warn',
       // Prebuilt as the Dockerfile does, so worker replicas start without bundling.
       ...(bundle && existsSync(bundle) ? { WORKFLOW_BUNDLE_PATH: bundle } : {}),
+      ...extraEnv,
     },
   });
   const database = await openDatabase({ kind: 'postgres', url: topology.status.postgres, poolMax: 4 });

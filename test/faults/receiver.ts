@@ -18,7 +18,18 @@ export interface Seen {
 }
 
 export class DedupeReceiver {
-  readonly #certificate = makeSelfSignedCertificate();
+  readonly #certificate: ReturnType<typeof makeSelfSignedCertificate>;
+  /** Whether this receiver made its certificate (and removes it on close). */
+  readonly #ownsCertificate: boolean;
+
+  /**
+   * @param sharing another receiver whose certificate this one serves too, so that one
+   *   DELIVERY_CA_FILE trusts several endpoints (as one CA would).
+   */
+  constructor(sharing?: DedupeReceiver) {
+    this.#certificate = sharing ? sharing.#certificate : makeSelfSignedCertificate();
+    this.#ownsCertificate = !sharing;
+  }
   #server: Server | undefined;
   #sockets = new Set<Socket>();
   #port = 0;
@@ -133,6 +144,6 @@ export class DedupeReceiver {
 
   async close(): Promise<void> {
     await this.stop();
-    this.#certificate.cleanup();
+    if (this.#ownsCertificate) this.#certificate.cleanup();
   }
 }

@@ -50,13 +50,13 @@ function useDeployment<D extends Deployment & { stop(): Promise<void> }>(
  * The development topology (Temporal dev server, one API and one worker process, a PostgreSQL
  * of its own) and a receiver for the file's scenario, with one project and one webhook.
  */
-export function useScenario(name: string): ScenarioContext {
-  return useDeployment((caFile) => startCluster(name, caFile));
+export function useScenario(name: string, extraEnv: Record<string, string> = {}): ScenarioContext {
+  return useDeployment((caFile) => startCluster(name, caFile, extraEnv));
 }
 
 /** The same on the production topology of `npm run cluster` (Temporal server on PostgreSQL, two API and two worker replicas). */
-export function useProductionScenario(name: string): ScenarioContext<ProductionCluster> {
-  return useDeployment((caFile) => startProductionCluster(name, caFile));
+export function useProductionScenario(name: string, extraEnv: Record<string, string> = {}): ScenarioContext<ProductionCluster> {
+  return useDeployment((caFile) => startProductionCluster(name, caFile, extraEnv));
 }
 
 /** Timestamps of a run (ms since the epoch). */

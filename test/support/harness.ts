@@ -16,6 +16,10 @@ import { openTestDatabase } from './database.ts';
 export interface HarnessOptions {
   /** Run a delivery worker on the harness's own task queue. */
   worker?: boolean;
+  /** Endpoint health rule of that worker; the configuration's default otherwise. */
+  autoDisable?: { afterMs: number; minDeadLetters: number };
+  /** Deliveries per second of bulk retry operations (BULK_RETRY_RATE). */
+  bulkRetryRate?: number;
   /** Delivery settings of that worker; private targets are allowed by default in tests. */
   delivery?: { timeoutMs?: number; allowPrivateTargets?: boolean; caFile?: string };
 }
@@ -38,7 +42,7 @@ export async function startHarness(options: HarnessOptions = {}) {
   const connection = await Connection.connect({ address: inject('temporalAddress') });
   const client = new Client({ connection });
   const taskQueue = `test-${randomUUID()}`;
-  const scheduler = new DeliveryScheduler(client, taskQueue);
+  const scheduler = new DeliveryScheduler(client, taskQueue, options.bulkRetryRate);
   const secretBox = new SecretBox(generateEncryptionKey());
   const producerToken = `ptk_${randomToken(32)}`;
   const logs: string[] = [];
@@ -74,6 +78,7 @@ export async function startHarness(options: HarnessOptions = {}) {
       },
       workflowBundlePath: inject('workflowBundlePath'),
       maxCachedWorkflows: parseConfig({}).temporal.maxCachedWorkflows,
+      autoDisable: options.autoDisable ?? parseConfig({}).autoDisable,
       sweepIntervalMs: 0,
     });
   }

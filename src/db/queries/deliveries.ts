@@ -242,9 +242,13 @@ export async function finishAttempt(db: Database, result: AttemptResult): Promis
       succeeded
         ? {
             successCount: sql`${webhooks.successCount} + 1`,
+            failingSince: null,
             lastDeliveredAt: sql`greatest(${webhooks.lastDeliveredAt}, ${result.finishedAt.toISOString()}::timestamptz)`,
           }
-        : { failureCount: sql`${webhooks.failureCount} + 1` },
+        : {
+            failureCount: sql`${webhooks.failureCount} + 1`,
+            failingSince: sql`coalesce(${webhooks.failingSince}, ${result.finishedAt.toISOString()}::timestamptz)`,
+          },
     )
     .where(eq(webhooks.id, result.webhookId));
 }

@@ -57,9 +57,11 @@ export async function updateWebhook(
   id: string,
   changes: Partial<Pick<WebhookRow, 'url' | 'events' | 'headers' | 'status' | 'secretSealed'>>,
 ): Promise<WebhookRow | undefined> {
+  // Re-enabling clears the service's reason and restarts the endpoint-health clock.
+  const reenabled = changes.status === 'active' ? { disabledReason: null, disabledAt: null, failingSince: null } : {};
   const [row] = await db
     .update(webhooks)
-    .set({ ...changes, updatedAt: new Date() })
+    .set({ ...changes, ...reenabled, updatedAt: new Date() })
     .where(eq(webhooks.id, id))
     .returning();
   return row;

@@ -1,0 +1,124 @@
+import { createRoute } from '@hono/zod-openapi';
+import type { Context } from 'hono';
+import { createRetryOperation, findOperation, finishOperation, type OperationView } from '../../db/queries/operations.ts';
+import { isLookupId } from '../../ids.ts';
+import { ownedWebhook } from '../auth.ts';
+import type { AppEnv } from '../env.ts';
+import { ApiError } from '../errors.ts';
+import { BulkRetryBodySchema, IdParamsSchema, OperationParamsSchema, OperationSchema, OperationStartedSchema, envelope } from '../schemas.ts';
+import { createRouter } from '../validation.ts';
+import { errorResponses, success } from './shared.ts';
+
+const tags = ['Operations'];
+
+const operationResource = (operation: OperationView) => ({
+  id: operation.id,
+  status: operation.status,
+  matched: operation.matched,
+  retried: operation.retried,
+  skipped: operation.skipped,
+});
+
+async function ownedOperation(c: Context<AppEnv>, webhookId: string, operationId: string) {
+  await ownedWebhook(c, webhookId);
+  const operation = isLookupId(operationId) ? await findOperation(c.var.deps.db, webhookId, operationId) : undefined;
+  if (!operation) throw new ApiError('not_found', `operation ${operationId} not found for webhook ${webhookId}`);
+  c.set('logger', c.var.logger.child({ operationId }));
+  return operation;
+}
+
+export const operationsRouter = createRouter()
+  .openapi(
+    createRoute({
+      method: 'post',
+      path: '/webhooks/{id}/deliveries/retry',
+      tags,
+      summary: 'Retry, at a bounded rate, every delivery of the webhook in the given statuses (bulk retry)',
+      request: {
+        params: IdParamsSchema,
+        body: { required: false, content: { 'application/json': { schema: BulkRetryBodySchema } } },
+      },
+      responses: {
+        202: success(envelope(OperationStartedSchema), 'The operation is running'),
+        ...errorResponses(400, 401, 403, 404),
+      },
+    }),
+    async (c) => {
+      const { id } = c.req.valid('param');
+      const body = c.req.valid('json') ?? {};
+      const webhook = await ownedWebhook(c, id);
+      const { db, scheduler } = c.var.deps;
+      const now = new Date();
+      const until = body.until && Date.parse(body.until) < now.getTime() ? new Date(body.until) : now;
+      const operation = await createRetryOperation(db, {
+        projectId: webhook.projectId,
+        webhookId: webhook.id,
+        statuses: body.status ?? ['dead_letter'],
+        since: body.since ? new Date(body.since) : undefined,
+        until,
+      });
+      try {
+        await scheduler.startRetryOperation(operation);
+      } catch (error) {
+        // The deliveries were not touched: the operation is kept, as failed, for the record.
+        await finishOperation(db, operation.id, 'failed');
+        throw error;
+      }
+      c.var.logger.info({ operationId: operation.id, matched: operation.matched }, 'bulk retry operation started');
+      return c.json(
+        {
+          data: { id: operation.id, status: operation.status, matched: operation.matched },
+          message: `Retrying ${operation.matched} deliver${operation.matched === 1 ? 'y' : 'ies'} of webhook ${webhook.id}`,
+          meta: { request_id: c.var.requestId },
+        },
+        202,
+      );
+    },
+  )
+  .openapi(
+    createRoute({
+      method: 'get',
+      path: '/webhooks/{id}/operations/{operation_id}',
+      tags,
+      summary: 'Get a bulk operation and its progress',
+      request: { params: OperationParamsSchema },
+      responses: {
+        200: success(envelope(OperationSchema), 'The operation'),
+        ...errorResponses(401, 403, 404),
+      },
+    }),
+    async (c) => {
+      const { id, operation_id } = c.req.valid('param');
+      const operation = await ownedOperation(c, id, operation_id);
+      return c.json(
+        { data: operationResource(operation), message: `Operation ${operation.id} is ${operation.status}`, meta: { request_id: c.var.requestId } },
+        200,
+      );
+    },
+  )
+  .openapi(
+    createRoute({
+      method: 'delete',
+      path: '/webhooks/{id}/operations/{operation_id}',
+      tags,
+      summary: 'Cancel a bulk operation (it stops between two deliveries and records itself cancelled)',
+      request: { params: OperationParamsSchema },
+      responses: {
+        202: success(envelope(OperationSchema), 'Cancellation requested; the operation as it stands'),
+        ...errorResponses(401, 403, 404),
+      },
+    }),
+    async (c) => {
+      const { id, operation_id } = c.req.valid('param');
+      const operation = await ownedOperation(c, id, operation_id);
+      if (operation.status === 'running') await c.var.deps.scheduler.cancelOperation(operation.id);
+      return c.json(
+        {
+          data: operationResource(operation),
+          message: operation.status === 'running' ? `Operation ${operation.id} is being cancelled` : `Operation ${operation.id} is already ${operation.status}`,
+          meta: { request_id: c.var.requestId },
+        },
+        202,
+      );
+    },
+  );

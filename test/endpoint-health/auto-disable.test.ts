@@ -1,0 +1,57 @@
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { BASE, createWebhookFor, publishFor, waitForDelivery } from '../delivery/support.ts';
+import { startHarness, type Harness } from '../support/harness.ts';
+import { startHttpsReceiver, type HttpsReceiver } from '../support/https-receiver.ts';
+
+let h: Harness;
+let receiver: HttpsReceiver;
+/** The status the receiver answers, per last path segment (one per webhook). */
+const answers = new Map<string, number>();
+
+beforeAll(async () => {
+  receiver = await startHttpsReceiver();
+  receiver.behave((request) => ({ status: answers.get(request.path.split('/').pop()!) ?? 200 }));
+  h = await startHarness({ worker: true, autoDisable: { afterMs: 3_000, minDeadLetters: 2 }, delivery: { caFile: receiver.certFile } });
+});
+afterAll(async () => {
+  await h?.stop();
+  await receiver?.close();
+});
+
+const webhookOf = async (token: string, id: string) => (await h.request('GET', `${BASE}/webhooks/${id}`, { token })).body.data;
+
+it('disables a webhook whose every attempt failed for the period with enough dead letters; a success in between resets the clock', async () => {
+  answers.set('failing', 503).set('flaky', 503);
+  const failing = await createWebhookFor(h, `${receiver.url}/failing`);
+  const flaky = await createWebhookFor(h, `${receiver.url}/flaky`);
+
+  // /failing: two dead letters in one run of failures. /flaky: one dead letter, a success, one more.
+  const failingIds = [...(await publishFor(h, failing.key.projectId)).delivery_ids, ...(await publishFor(h, failing.key.projectId)).delivery_ids];
+  const [flakyFirst] = (await publishFor(h, flaky.key.projectId)).delivery_ids;
+  await waitForDelivery(h, flaky.key.token, flaky.webhookId, flakyFirst!, (d) => d.status === 'dead_letter', 60_000);
+  answers.set('flaky', 200);
+  const [flakyOk] = (await publishFor(h, flaky.key.projectId)).delivery_ids;
+  await waitForDelivery(h, flaky.key.token, flaky.webhookId, flakyOk!, (d) => d.status === 'delivered');
+  answers.set('flaky', 503);
+  const [flakySecond] = (await publishFor(h, flaky.key.projectId)).delivery_ids;
+
+  for (const id of failingIds) await waitForDelivery(h, failing.key.token, failing.webhookId, id, (d) => d.status === 'dead_letter', 60_000);
+  const disabled = await webhookOf(failing.key.token, failing.webhookId);
+  expect(disabled).toMatchObject({
+    status: 'disabled',
+    disabled_reason: expect.stringMatching(/^every attempt has failed since \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ \(more than 3s\), 2 deliveries dead-lettered$/),
+    disabled_at: expect.any(String),
+  });
+  expect(h.logs.some((line) => line.includes('webhook disabled by the service') && line.includes(failing.webhookId))).toBe(true);
+  expect(await h.metrics.registry.metrics()).toContain('webhook_auto_disabled_total 1');
+
+  await waitForDelivery(h, flaky.key.token, flaky.webhookId, flakySecond!, (d) => d.status === 'dead_letter', 60_000);
+  expect(await webhookOf(flaky.key.token, flaky.webhookId)).toMatchObject({ status: 'active' });
+  expect((await webhookOf(flaky.key.token, flaky.webhookId)).disabled_reason).toBeUndefined();
+
+  const reenabled = await h.request('PATCH', `${BASE}/webhooks/${failing.webhookId}`, { token: failing.key.token, body: { status: 'active' } });
+  expect(reenabled.status).toBe(200);
+  expect(reenabled.body.data.status).toBe('active');
+  expect(reenabled.body.data).not.toHaveProperty('disabled_reason');
+  expect(reenabled.body.data).not.toHaveProperty('disabled_at');
+}, 120_000);
