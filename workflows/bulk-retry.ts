@@ -6,6 +6,8 @@ export interface BulkRetryInput {
   operationId: string;
   /** Deliveries signalled per second at most. */
   ratePerSecond: number;
+  /** Pages per run before continuing as new ({@link PAGES_PER_RUN} unless set). */
+  pagesPerRun?: number;
 }
 
 const { retryOperationPage } = proxyActivities<OperationActivities>({
@@ -22,7 +24,7 @@ const { finishOperation } = proxyActivities<OperationActivities>({
 });
 
 /** Pages per run before the workflow continues as new (keeps its history short). */
-const PAGES_PER_RUN = 200;
+export const PAGES_PER_RUN = 200;
 
 /**
  * A bulk retry operation: pages through the deliveries it matched at creation, a second's worth
@@ -34,7 +36,8 @@ const PAGES_PER_RUN = 200;
 export async function bulkRetryWorkflow(input: BulkRetryInput): Promise<void> {
   const pageSize = Math.max(1, Math.min(100, Math.floor(input.ratePerSecond)));
   try {
-    for (let pages = 0; pages < PAGES_PER_RUN && !workflowInfo().continueAsNewSuggested; pages += 1) {
+    const pagesPerRun = input.pagesPerRun ?? PAGES_PER_RUN;
+    for (let pages = 0; pages < pagesPerRun && !workflowInfo().continueAsNewSuggested; pages += 1) {
       const started = Date.now();
       const page = await retryOperationPage({ operationId: input.operationId, limit: pageSize, ratePerSecond: input.ratePerSecond });
       if (page.done) {

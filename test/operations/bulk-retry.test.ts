@@ -1,5 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BASE, createWebhookFor, publishFor, waitForDelivery } from '../delivery/support.ts';
+import { createRetryOperation, findOperation } from '../../src/db/queries/operations.ts';
+import { findWebhook } from '../../src/db/queries/webhooks.ts';
+import { bulkRetryWorkflow } from '../../workflows/bulk-retry.ts';
 import { startHarness, type Harness } from '../support/harness.ts';
 import { startHttpsReceiver, type HttpsReceiver } from '../support/https-receiver.ts';
 
@@ -80,6 +83,32 @@ describe('POST /webhooks/{id}/deliveries/retry', () => {
     expect(after.body.data.retried).toBe(done.retried);
     const again = await h.request('DELETE', `${BASE}/webhooks/${webhookId}/operations/${operationId}`, { token: key.token });
     expect(again.body.message).toBe(`Operation ${operationId} is already cancelled`);
+  }, 120_000);
+
+  it('continues as new across pages and finishes the same operation', async () => {
+    const { key, webhookId, ids } = await deadLettered(6);
+    receiver.behave(() => ({ status: 200 }));
+    const webhook = await findWebhook(h.db, webhookId);
+    const operation = await createRetryOperation(h.db, { projectId: key.projectId, webhookId, statuses: ['dead_letter'], until: new Date() });
+    // Pages of 2 deliveries, 2 pages per run: the first run handles 4 and continues as new; the
+    // second handles the last 2, finds none left and completes the operation.
+    const handle = await h.client.workflow.start(bulkRetryWorkflow, {
+      workflowId: operation.id,
+      taskQueue: h.taskQueue,
+      args: [{ operationId: operation.id, ratePerSecond: 2, pagesPerRun: 2 }],
+    });
+    await handle.result();
+
+    // Visibility is written after the fact: poll until both runs show.
+    let runs: string[] = [];
+    for (let i = 0; i < 50 && runs.length < 2; i += 1) {
+      if (i > 0) await new Promise((resolve) => setTimeout(resolve, 100));
+      runs = [];
+      for await (const execution of h.client.workflow.list({ query: `WorkflowId = "${operation.id}"` })) runs.push(execution.status.name);
+    }
+    expect(runs.sort()).toEqual(['COMPLETED', 'CONTINUED_AS_NEW']);
+    expect(await findOperation(h.db, webhook!.id, operation.id)).toMatchObject({ status: 'completed', matched: 6, retried: 6, skipped: 0 });
+    for (const id of ids) await waitForDelivery(h, key.token, webhookId, id, (d) => d.status === 'delivered');
   }, 120_000);
 
   it('refuses a bad body with the v2 error, and answers 404 for an unknown operation', async () => {
