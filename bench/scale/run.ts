@@ -96,7 +96,8 @@ async function ensureData(db: Database): Promise<{ generated: boolean; seconds?:
   }
   if (counts!.webhooks + counts!.deliveries > 0) {
     if (!args.regenerate) throw new Error('the database holds other data: use --regenerate (it empties the tables) or another database');
-    await db.execute(sql`truncate delivery_attempts, deliveries, events, webhooks, api_keys`);
+    // cascade: also the tables that refer to these (bulk operations).
+    await db.execute(sql`truncate delivery_attempts, deliveries, events, webhooks, api_keys cascade`);
   }
   log(`generating ${shape!.deliveries.toLocaleString('en')} deliveries …`);
   let reported = 0;
