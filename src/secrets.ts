@@ -43,6 +43,8 @@ const CIPHERTEXT_VERSION = 'v1';
  */
 export class SecretBox {
   readonly #keys = new Map<string, Buffer>();
+  /** Per key id, the HMAC key of {@link lookupHash}, derived once from the encryption key. */
+  readonly #lookupKeys = new Map<string, Buffer>();
   readonly #currentKeyId: string;
 
   /**
@@ -59,6 +61,7 @@ export class SecretBox {
     if (key.length !== 32) throw new Error('an encryption key must be 32 bytes');
     const id = createHash('sha256').update(key).digest('hex').slice(0, 8);
     this.#keys.set(id, key);
+    this.#lookupKeys.set(id, createHmac('sha256', key).update('webhooks lookup hash v1').digest());
     return id;
   }
 
@@ -118,11 +121,10 @@ export class SecretBox {
 
   /** {@link lookupHash} under every key of the ring, current first: what a row may carry. */
   lookupHashes(value: string): string[] {
-    return [...this.#keys.keys()].map((keyId) => this.#lookupHash(keyId, value));
+    return [...this.#lookupKeys.keys()].map((keyId) => this.#lookupHash(keyId, value));
   }
 
   #lookupHash(keyId: string, value: string): string {
-    const lookupKey = createHmac('sha256', this.#keys.get(keyId)!).update('webhooks lookup hash v1').digest();
-    return `${keyId}:${createHmac('sha256', lookupKey).update(value, 'utf8').digest('hex')}`;
+    return `${keyId}:${createHmac('sha256', this.#lookupKeys.get(keyId)!).update(value, 'utf8').digest('hex')}`;
   }
 }

@@ -1,4 +1,3 @@
-import { execFile } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -6,39 +5,19 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase, type DatabaseHandle } from '../src/db/client.ts';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../src/db/embedded.ts';
 import { authenticateToken } from '../src/db/queries/api-keys.ts';
+import { runCli, type CliResult } from './support/cli.ts';
 import { freePort } from './support/ports.ts';
-
-const projectRoot = path.resolve(import.meta.dirname, '..');
 
 let tmp: string;
 let pglitePort: number;
 let embedded: EmbeddedPostgres;
 let database: DatabaseHandle;
 
-interface CliResult {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
 /**
- * Runs the CLI as `npm run cli` does, in embedded mode against PGLITE_PORT. Asynchronous on
- * purpose: the database it talks to is served by this test process.
+ * Runs the CLI as `npm run cli` does, in embedded mode against PGLITE_PORT (the database this
+ * test process serves).
  */
-function cli(args: string[], port = pglitePort): Promise<CliResult> {
-  const env: NodeJS.ProcessEnv = { ...process.env, PGLITE_PORT: String(port), DATA_DIR: tmp };
-  delete env.DATABASE_URL;
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      ['--import', 'tsx', 'src/cli/index.ts', ...args],
-      { cwd: projectRoot, env, timeout: 60_000 },
-      (error, stdout, stderr) => {
-        resolve({ code: error ? ((error as { code?: number }).code ?? null) : 0, stdout, stderr });
-      },
-    );
-  });
-}
+const cli = (args: string[], port = pglitePort) => runCli(args, { PGLITE_PORT: String(port), DATA_DIR: tmp });
 
 function expectOneLineError(result: CliResult, pattern: RegExp): void {
   expect(result.code).toBe(1);

@@ -9,6 +9,7 @@
 import { Client, Connection } from '@temporalio/client';
 import { sql } from 'drizzle-orm';
 import { mkdirSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import postgres from 'postgres';
@@ -244,7 +245,7 @@ try {
     storage,
     api,
     sweep,
-    load_average: (await import('node:os')).loadavg(),
+    load_average: os.loadavg(),
   };
   const out = args.out ?? `bench/results/${new Date().toISOString().replace(/[:.]/g, '-').slice(0, 19)}-scale-${shapeName}.json`;
   mkdirSync(path.dirname(out), { recursive: true });

@@ -65,13 +65,13 @@ export async function sweepBatch(db: Database, cutoffs: SweepCutoffs, position: 
   const before = cutoffs.before.toISOString();
   if (position.phase === 'deliveries') {
     const deadLetterBefore = cutoffs.deadLetterBefore.toISOString();
-    const latest = before > deadLetterBefore ? before : deadLetterBefore;
     const deleted = await queryRows<{ id: string }>(
       db,
       sql`
         with doomed as (
           select id from deliveries
-          where status in ('delivered', 'dead_letter') and updated_at < ${latest}::timestamptz
+          -- The first line is the partial index's range; deadLetterBefore is never later than before.
+          where status in ('delivered', 'dead_letter') and updated_at < ${before}::timestamptz
             and ((status = 'delivered' and updated_at < ${before}::timestamptz)
               or (status = 'dead_letter' and updated_at < ${deadLetterBefore}::timestamptz))
           order by updated_at
