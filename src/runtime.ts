@@ -1,4 +1,5 @@
-import { Client, Connection } from '@temporalio/client';
+import { Client } from '@temporalio/client';
+import { NativeConnection } from '@temporalio/worker';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import { createServer } from 'node:http';
@@ -104,26 +105,31 @@ export async function startService(config: Config, role: Role, logger: Logger): 
     const secretBox = await loadSecretBox(config);
     const producerToken = await loadProducerToken(config);
 
-    const connection = await Connection.connect({ address: temporalAddress });
-    closer.add('Temporal client', () => connection.close());
+    const runsWorker = role === 'all' || role === 'worker';
+    const sdkMetricsAddress = runsWorker ? `127.0.0.1:${config.metrics.sdkPort}` : undefined;
+    try {
+      installTemporalRuntime(logger, sdkMetricsAddress);
+    } catch (error) {
+      throw new Error(`cannot serve the Temporal SDK metrics on ${sdkMetricsAddress} (set TEMPORAL_SDK_METRICS_PORT): ${(error as Error).message}`);
+    }
+    // One native (Rust core) connection for the client and the worker: workflow starts cost the
+    // API no JavaScript gRPC stack, and a worker in this process takes their first task eagerly.
+    const connection = await NativeConnection.connect({ address: temporalAddress });
+    closer.add('Temporal connection', () => connection.close());
     const client = new Client({ connection, namespace: config.temporal.namespace });
-    const scheduler = new DeliveryScheduler(client, config.temporal.taskQueue, config.bulkRetryRate);
+    const scheduler = new DeliveryScheduler(client, config.temporal.taskQueue, {
+      bulkRetryRate: config.bulkRetryRate,
+      eagerStart: role === 'all',
+    });
 
     const metrics = createMetrics();
-    let sdkMetricsUrl: string | undefined;
+    const sdkMetricsUrl = sdkMetricsAddress && `http://${sdkMetricsAddress}/metrics`;
     let workerDone: Promise<void> | undefined;
-    if (role === 'all' || role === 'worker') {
-      const sdkMetricsAddress = `127.0.0.1:${config.metrics.sdkPort}`;
-      try {
-        installTemporalRuntime(logger, sdkMetricsAddress);
-      } catch (error) {
-        throw new Error(`cannot serve the Temporal SDK metrics on ${sdkMetricsAddress} (set TEMPORAL_SDK_METRICS_PORT): ${(error as Error).message}`);
-      }
-      sdkMetricsUrl = `http://${sdkMetricsAddress}/metrics`;
+    if (runsWorker) {
       const added = await ensureSearchAttributes(connection, config.temporal.namespace);
       if (added.length > 0) logger.info({ added }, 'registered search attributes');
       const worker = await startDeliveryWorker({
-        address: temporalAddress,
+        connection,
         namespace: config.temporal.namespace,
         taskQueue: config.temporal.taskQueue,
         db: database.db,

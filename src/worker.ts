@@ -5,7 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { NativeConnection, Worker } from '@temporalio/worker';
+import { Worker, type NativeConnection } from '@temporalio/worker';
 import type { Logger } from 'pino';
 import { createActivities } from '../activities/index.ts';
 import { createOperationActivities } from '../activities/operations.ts';
@@ -26,7 +26,8 @@ const runFile = promisify(execFile);
 export const WORKFLOWS_PATH = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
 
 export interface DeliveryWorkerOptions {
-  address: string;
+  /** The process's connection to Temporal; the caller closes it after the worker stops. */
+  connection: NativeConnection;
   namespace: string;
   taskQueue: string;
   db: Database;
@@ -49,7 +50,7 @@ export interface DeliveryWorkerOptions {
 export interface DeliveryWorker {
   /** Resolves when the worker has stopped. */
   readonly done: Promise<void>;
-  /** Stops polling, lets running activities finish, then closes the connection. */
+  /** Stops polling and lets running activities finish. */
   stop(): Promise<void>;
 }
 
@@ -96,9 +97,8 @@ export async function startDeliveryWorker(options: DeliveryWorkerOptions): Promi
   });
   const prebuilt = options.workflowBundlePath && existsSync(options.workflowBundlePath) ? options.workflowBundlePath : undefined;
   const workflowBundle = prebuilt ? { codePath: prebuilt } : { code: await bundleInChildProcess() };
-  const connection = await NativeConnection.connect({ address: options.address });
   const worker = await Worker.create({
-    connection,
+    connection: options.connection,
     namespace: options.namespace,
     taskQueue: options.taskQueue,
     workflowBundle,
@@ -130,10 +130,9 @@ export async function startDeliveryWorker(options: DeliveryWorkerOptions): Promi
         }, sweepInterval)
       : undefined;
 
-  const done = worker.run().finally(async () => {
+  const done = worker.run().finally(() => {
     clearInterval(sweep);
     sender.close();
-    await connection.close();
   });
   return {
     done,

@@ -83,9 +83,7 @@ async function runVariant(variant: string) {
     const running = worker.run();
     const eager = variant === 'eager-start' || variant === 'eager-local';
     const grpcConnection = eager ? undefined : await Connection.connect({ address: server.url });
-    const client = eager
-      ? new Client({ connection: connection as unknown as Connection, namespace: 'default' })
-      : new Client({ connection: grpcConnection!, namespace: 'default' });
+    const client = new Client({ connection: eager ? connection : grpcConnection!, namespace: 'default' });
     const scheduler = new DeliveryScheduler(client, taskQueue);
     const workflowType = variant === 'local-activity' || variant === 'eager-local' ? 'localDeliveryWorkflow' : 'deliveryWorkflow';
 

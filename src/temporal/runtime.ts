@@ -5,10 +5,11 @@ const PINO_LEVEL = { TRACE: 'trace', DEBUG: 'debug', INFO: 'info', WARN: 'warn',
 
 /**
  * Installs the Temporal SDK runtime of this process: its log lines go to `logger`
- * (structured JSON like every other line) and its metrics to a Prometheus exporter on
- * `prometheusBindAddress`. Must run before the first worker connection.
+ * (structured JSON like every other line) and, given `prometheusBindAddress` (the worker
+ * roles), its metrics to a Prometheus exporter there. Must run before the first
+ * `NativeConnection`: the client and the worker both connect through it.
  */
-export function installTemporalRuntime(logger: Logger, prometheusBindAddress: string): void {
+export function installTemporalRuntime(logger: Logger, prometheusBindAddress?: string): void {
   const sdk = logger.child({ component: 'temporal-sdk' });
   const log = (level: LogLevel, message: string, meta?: LogMetadata) => sdk[PINO_LEVEL[level]](meta ?? {}, message);
   Runtime.install({
@@ -20,8 +21,10 @@ export function installTemporalRuntime(logger: Logger, prometheusBindAddress: st
       warn: (message, meta) => log('WARN', message, meta),
       error: (message, meta) => log('ERROR', message, meta),
     },
-    telemetryOptions: {
-      metrics: { prometheus: { bindAddress: prometheusBindAddress, countersTotalSuffix: true, useSecondsForDurations: true } },
-    },
+    ...(prometheusBindAddress && {
+      telemetryOptions: {
+        metrics: { prometheus: { bindAddress: prometheusBindAddress, countersTotalSuffix: true, useSecondsForDurations: true } },
+      },
+    }),
   });
 }

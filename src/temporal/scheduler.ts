@@ -27,17 +27,34 @@ export interface DeliveryStart {
 /** Deliveries per second of a bulk retry operation when BULK_RETRY_RATE is unset. */
 export const DEFAULT_BULK_RETRY_RATE = 10;
 
+/** How a {@link DeliveryScheduler} starts workflows. */
+export interface SchedulerOptions {
+  /**
+   * Deliveries per second a bulk retry operation signals at most (BULK_RETRY_RATE), so a
+   * recovering endpoint is not hit by a thundering herd.
+   */
+  bulkRetryRate?: number;
+  /**
+   * A worker of the task queue polls on the client's own `NativeConnection` (the embedded
+   * mode): delivery workflows are started eagerly, their first task handed to that worker in
+   * the answer to the start instead of through the task queue.
+   */
+  eagerStart?: boolean;
+}
+
 /** Starts, signals and cancels delivery workflows (workflow id = delivery id) and bulk retry operations. */
 export class DeliveryScheduler {
-  /**
-   * @param bulkRetryRate deliveries per second a bulk retry operation signals at most
-   *   (BULK_RETRY_RATE), so a recovering endpoint is not hit by a thundering herd.
-   */
+  private readonly bulkRetryRate: number;
+  private readonly eagerStart: boolean;
+
   constructor(
     private readonly client: Client,
     private readonly taskQueue: string,
-    private readonly bulkRetryRate = DEFAULT_BULK_RETRY_RATE,
-  ) {}
+    options: SchedulerOptions = {},
+  ) {
+    this.bulkRetryRate = options.bulkRetryRate ?? DEFAULT_BULK_RETRY_RATE;
+    this.eagerStart = options.eagerStart ?? false;
+  }
 
   #options(start: DeliveryStart) {
     return {
@@ -66,6 +83,7 @@ export class DeliveryScheduler {
             ...this.#options(start),
             workflowIdConflictPolicy: WorkflowIdConflictPolicy.USE_EXISTING,
             workflowIdReusePolicy: WorkflowIdReusePolicy.REJECT_DUPLICATE,
+            requestEagerStart: this.eagerStart,
           });
         } catch (error) {
           if (!(error instanceof WorkflowExecutionAlreadyStartedError)) throw error;

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Client, Connection } from '@temporalio/client';
+import { Client } from '@temporalio/client';
+import { NativeConnection } from '@temporalio/worker';
 import { eq } from 'drizzle-orm';
 import { inject } from 'vitest';
 import { createApp } from '../../src/app.ts';
@@ -475,7 +476,7 @@ describe('POST /webhooks/{id}/deliveries/{delivery_id}/retry', () => {
     const [row] = await insertDeliveries(webhookId, [
       { at: HOUR_AGO, status: 'dead_letter', attemptCount: 5, lastError: 'HTTP 500', lastStatusCode: 500 },
     ]);
-    const connection = await Connection.connect({ address: inject('temporalAddress') });
+    const connection = await NativeConnection.connect({ address: inject('temporalAddress') });
     const closedClient = new Client({ connection });
     await connection.close();
     const logs: string[] = [];

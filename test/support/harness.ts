@@ -1,4 +1,5 @@
-import { Client, Connection } from '@temporalio/client';
+import { Client } from '@temporalio/client';
+import { NativeConnection } from '@temporalio/worker';
 import { randomUUID } from 'node:crypto';
 import { Writable } from 'node:stream';
 import { inject } from 'vitest';
@@ -39,10 +40,14 @@ export interface TestResponse {
  */
 export async function startHarness(options: HarnessOptions = {}) {
   const database: DatabaseHandle = await openTestDatabase();
-  const connection = await Connection.connect({ address: inject('temporalAddress') });
+  // As in the service: one native connection, shared by the client and the worker.
+  const connection = await NativeConnection.connect({ address: inject('temporalAddress') });
   const client = new Client({ connection });
   const taskQueue = `test-${randomUUID()}`;
-  const scheduler = new DeliveryScheduler(client, taskQueue, options.bulkRetryRate);
+  const scheduler = new DeliveryScheduler(client, taskQueue, {
+    bulkRetryRate: options.bulkRetryRate,
+    eagerStart: options.worker ?? false,
+  });
   const secretBox = new SecretBox(generateEncryptionKey());
   const producerToken = `ptk_${randomToken(32)}`;
   const logs: string[] = [];
@@ -63,7 +68,7 @@ export async function startHarness(options: HarnessOptions = {}) {
   let worker: DeliveryWorker | undefined;
   if (options.worker) {
     worker = await startDeliveryWorker({
-      address: inject('temporalAddress'),
+      connection,
       namespace: 'default',
       taskQueue,
       db: database.db,
