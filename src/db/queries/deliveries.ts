@@ -1,5 +1,6 @@
-import { and, asc, desc, eq, exists, inArray, isNull, lt, ne, sql, type SQL } from 'drizzle-orm';
+import { and, asc, desc, eq, exists, inArray, isNull, lt, ne, sql, type Placeholder, type SQL } from 'drizzle-orm';
 import type { Database } from '../client.ts';
+import { preparedPerDatabase } from '../prepared.ts';
 import {
   deliveries,
   deliveryAttempts,
@@ -108,7 +109,7 @@ export const ABANDONED_ATTEMPT_ERROR = 'the attempt did not report back in time'
  * Closes as timed out the attempt rows of a delivery still `in_progress`: their attempt never
  * reported how it ended (its worker died, or the database was down when it finished).
  */
-function closeAbandonedAttempts(db: Database, deliveryId: string, onlyIf?: SQL) {
+function closeAbandonedAttempts(db: Database, deliveryId: string | Placeholder, onlyIf?: SQL) {
   return db
     .update(deliveryAttempts)
     .set({ outcome: 'timeout', error: ABANDONED_ATTEMPT_ERROR })
@@ -125,14 +126,9 @@ export interface AttemptStart {
   attempt?: { attemptId: string; attemptNumber: number };
 }
 
-/**
- * Starts an attempt, in one statement: unless the delivery is delivered, its webhook
- * disabled or its event's data erased, marks it `processing`, counts the attempt, opens its attempt row and closes as
- * abandoned any row an earlier attempt left open (its worker died, or the database was down
- * when it finished). Returns what the send needs, or undefined if the delivery is gone.
- */
-export async function startAttempt(db: Database, deliveryId: string, startedAt: Date): Promise<AttemptStart | undefined> {
-  const attemptId = newId('attempt', startedAt.getTime());
+const startAttemptStatement = preparedPerDatabase((db) => {
+  const deliveryId = sql.placeholder('deliveryId');
+  const startedAt = sql<Date>`${sql.placeholder('startedAt')}::timestamptz`;
   const activeWebhook = db
     .select({ id: webhooks.id })
     .from(webhooks)
@@ -153,10 +149,10 @@ export async function startAttempt(db: Database, deliveryId: string, startedAt: 
     db.insert(deliveryAttempts).select((qb) =>
       qb
         .select({
-          id: sql<string>`${attemptId}`.as('id'),
+          id: sql<string>`${sql.placeholder('attemptId')}`.as('id'),
           deliveryId: sql<string>`${deliveryId}`.as('delivery_id'),
           attemptNumber: started.attemptNumber,
-          startedAt: sql<Date>`${startedAt.toISOString()}::timestamptz`.as('started_at'),
+          startedAt: startedAt.as('started_at'),
           durationMs: sql<null>`null::integer`.as('duration_ms'),
           statusCode: sql<null>`null::integer`.as('status_code'),
           error: sql<null>`null::text`.as('error'),
@@ -166,14 +162,26 @@ export async function startAttempt(db: Database, deliveryId: string, startedAt: 
     ),
   );
   // The main query reads the rows as they were before the statement's own updates.
-  const [row] = await db
+  return db
     .with(started, abandoned, opened)
     .select({ delivery: deliveries, webhook: webhooks, event: events, attemptNumber: started.attemptNumber })
     .from(deliveries)
     .innerJoin(webhooks, eq(webhooks.id, deliveries.webhookId))
     .innerJoin(events, eq(events.id, deliveries.eventId))
     .leftJoin(started, sql`true`)
-    .where(eq(deliveries.id, deliveryId));
+    .where(eq(deliveries.id, deliveryId))
+    .prepare('start_attempt');
+});
+
+/**
+ * Starts an attempt, in one statement: unless the delivery is delivered, its webhook
+ * disabled or its event's data erased, marks it `processing`, counts the attempt, opens its attempt row and closes as
+ * abandoned any row an earlier attempt left open (its worker died, or the database was down
+ * when it finished). Returns what the send needs, or undefined if the delivery is gone.
+ */
+export async function startAttempt(db: Database, deliveryId: string, startedAt: Date): Promise<AttemptStart | undefined> {
+  const attemptId = newId('attempt', startedAt.getTime());
+  const [row] = await startAttemptStatement(db).execute({ deliveryId, attemptId, startedAt: startedAt.toISOString() });
   if (!row) return undefined;
   const { attemptNumber, ...context } = row;
   return attemptNumber === null ? context : { ...context, attempt: { attemptId, attemptNumber } };
@@ -201,57 +209,67 @@ export interface AttemptResult {
  * updating the webhook's counters, in one statement.
  */
 export async function finishAttempt(db: Database, result: AttemptResult): Promise<void> {
-  const succeeded = result.outcome === 'succeeded';
+  const common = {
+    attemptId: result.attemptId,
+    deliveryId: result.deliveryId,
+    webhookId: result.webhookId,
+    outcome: result.outcome,
+    durationMs: result.durationMs,
+    statusCode: result.statusCode ?? null,
+    error: result.error ?? null,
+    finishedAt: result.finishedAt.toISOString(),
+  };
+  if (result.outcome === 'succeeded') {
+    await finishSucceededStatement(db).execute(common);
+  } else {
+    await finishFailedStatement(db).execute({
+      ...common,
+      status: result.nextStatus.status,
+      nextRetryAt: result.nextStatus.status === 'failed' ? result.nextStatus.nextRetryAt.toISOString() : null,
+    });
+  }
+}
+
+/** {@link finishAttempt}'s statement for a success or for a failure, with placeholders for the attempt's values. */
+function finishAttemptStatement(db: Database, succeeded: boolean) {
+  const value = (name: string) => sql`${sql.placeholder(name)}`;
+  const finishedAt = sql<Date>`${value('finishedAt')}::timestamptz`;
   const closed = db.$with('closed').as(
     db
       .update(deliveryAttempts)
-      .set({
-        outcome: result.outcome,
-        durationMs: result.durationMs,
-        statusCode: result.statusCode ?? null,
-        error: result.error ?? null,
-      })
-      .where(eq(deliveryAttempts.id, result.attemptId)),
+      .set({ outcome: value('outcome'), durationMs: value('durationMs'), statusCode: value('statusCode'), error: value('error') })
+      .where(eq(deliveryAttempts.id, value('attemptId'))),
   );
   const settled = db.$with('settled').as(
     db
       .update(deliveries)
       .set(
         succeeded
-          ? {
-              status: 'delivered',
-              deliveredAt: result.finishedAt,
-              nextRetryAt: null,
-              lastStatusCode: result.statusCode ?? null,
-              updatedAt: result.finishedAt,
-            }
+          ? { status: 'delivered', deliveredAt: finishedAt, nextRetryAt: null, lastStatusCode: value('statusCode'), updatedAt: finishedAt }
           : {
-              status: result.nextStatus.status,
-              nextRetryAt: result.nextStatus.status === 'failed' ? result.nextStatus.nextRetryAt : null,
-              lastError: result.error ?? null,
-              lastStatusCode: result.statusCode ?? null,
-              updatedAt: result.finishedAt,
+              status: value('status'),
+              nextRetryAt: sql`${value('nextRetryAt')}::timestamptz`,
+              lastError: value('error'),
+              lastStatusCode: value('statusCode'),
+              updatedAt: finishedAt,
             },
       )
-      .where(eq(deliveries.id, result.deliveryId)),
+      .where(eq(deliveries.id, value('deliveryId'))),
   );
-  await db
+  return db
     .with(closed, settled)
     .update(webhooks)
     .set(
       succeeded
-        ? {
-            successCount: sql`${webhooks.successCount} + 1`,
-            failingSince: null,
-            lastDeliveredAt: sql`greatest(${webhooks.lastDeliveredAt}, ${result.finishedAt.toISOString()}::timestamptz)`,
-          }
-        : {
-            failureCount: sql`${webhooks.failureCount} + 1`,
-            failingSince: sql`coalesce(${webhooks.failingSince}, ${result.finishedAt.toISOString()}::timestamptz)`,
-          },
+        ? { successCount: sql`${webhooks.successCount} + 1`, failingSince: null, lastDeliveredAt: sql`greatest(${webhooks.lastDeliveredAt}, ${finishedAt})` }
+        : { failureCount: sql`${webhooks.failureCount} + 1`, failingSince: sql`coalesce(${webhooks.failingSince}, ${finishedAt})` },
     )
-    .where(eq(webhooks.id, result.webhookId));
+    .where(eq(webhooks.id, value('webhookId')))
+    .prepare(succeeded ? 'finish_attempt_succeeded' : 'finish_attempt_failed');
 }
+
+const finishSucceededStatement = preparedPerDatabase((db) => finishAttemptStatement(db, true));
+const finishFailedStatement = preparedPerDatabase((db) => finishAttemptStatement(db, false));
 
 /**
  * Ends a round of attempts in `dead_letter`: used by the workflow after the last attempt,

@@ -1,5 +1,6 @@
 import { and, asc, eq, inArray, isNull, lt, sql } from 'drizzle-orm';
 import { queryRows, type Database } from '../client.ts';
+import { preparedPerDatabase } from '../prepared.ts';
 import { deliveries, events, webhooks, type EventRow } from '../schema.ts';
 import { listSubscribedWebhooks } from './webhooks.ts';
 import { newId } from '../../ids.ts';
@@ -100,8 +101,16 @@ async function deliveriesOf(db: Database, eventId: string): Promise<DeliveryTarg
 
 /** Records that every delivery workflow of the event has been started. */
 export async function markEventDispatched(db: Database, eventId: string): Promise<void> {
-  await db.update(events).set({ dispatchedAt: new Date() }).where(eq(events.id, eventId));
+  await markDispatchedStatement(db).execute({ eventId, at: new Date().toISOString() });
 }
+
+const markDispatchedStatement = preparedPerDatabase((db) =>
+  db
+    .update(events)
+    .set({ dispatchedAt: sql`${sql.placeholder('at')}::timestamptz` })
+    .where(eq(events.id, sql.placeholder('eventId')))
+    .prepare('mark_event_dispatched'),
+);
 
 /**
  * Events accepted before `before` whose delivery workflows were not all started

@@ -1,5 +1,6 @@
-import { and, arrayContains, asc, eq, ne } from 'drizzle-orm';
+import { and, asc, eq, ne, sql } from 'drizzle-orm';
 import type { Database } from '../client.ts';
+import { preparedPerDatabase } from '../prepared.ts';
 import { deliveries, webhooks, type WebhookRow } from '../schema.ts';
 import { newId } from '../../ids.ts';
 import type { SecretBox } from '../../secrets.ts';
@@ -88,18 +89,23 @@ export async function listSubscribedWebhooks(
   projectId: string,
   event: string,
 ): Promise<Pick<WebhookRow, 'id' | 'url'>[]> {
-  return db
+  return subscribedWebhooksStatement(db).execute({ projectId, event });
+}
+
+const subscribedWebhooksStatement = preparedPerDatabase((db) =>
+  db
     .select({ id: webhooks.id, url: webhooks.url })
     .from(webhooks)
     .where(
       and(
-        eq(webhooks.projectId, projectId),
+        eq(webhooks.projectId, sql.placeholder('projectId')),
         eq(webhooks.status, 'active'),
-        arrayContains(webhooks.events, [event]),
+        sql`${webhooks.events} @> array[${sql.placeholder('event')}]::text[]`,
       ),
     )
-    .orderBy(asc(webhooks.id));
-}
+    .orderBy(asc(webhooks.id))
+    .prepare('subscribed_webhooks'),
+);
 
 /**
  * Re-encrypts, under the box's current key, every webhook secret sealed with an older key
