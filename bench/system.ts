@@ -43,6 +43,20 @@ import { costPerDelivery, scrape, type MetricSnapshot } from './lib/temporal-met
 import { formatSummary, summarise, type ProfileSummary } from './profile-summary.ts';
 
 /** Summaries of the service's CPU profile for the load window, one per process and thread. */
+/**
+ * CPU per delivery of the service and of each database process as a share of the Temporal
+ * server's, from one run's CPU seconds (so the machine's speed cancels out): the efficiency
+ * targets of issue 15 (service at most 0.35, PGlite at most 0.25). Undefined without a
+ * measured Temporal server (an external TEMPORAL_ADDRESS).
+ */
+function cpuVersusTemporal(cpuSeconds: Record<string, number>, serviceSeconds: number): Record<string, number> | undefined {
+  const temporal = cpuSeconds['temporal'];
+  if (!temporal) return undefined;
+  const ratio = (seconds: number) => round(seconds / temporal, 3);
+  const databases = ['pglite', 'postgres'].filter((name) => cpuSeconds[name] !== undefined);
+  return { service: ratio(serviceSeconds), ...Object.fromEntries(databases.map((name) => [name, ratio(cpuSeconds[name]!)])) };
+}
+
 function summariseProfiles(profileDir: string, target: SystemTarget, window: { fromUs: number; toUs: number }): ProfileSummary | undefined {
   const files = readdirSync(profileDir).filter((f) => f.endsWith('.cpuprofile'));
   if (files.length === 0) return undefined;
@@ -349,6 +363,7 @@ export async function runSystem(): Promise<Outcome> {
       ...Object.fromEntries(groupNames.map((name) => [name, perDelivery(usage.cpu[name] ?? 0)])),
       service: perDelivery(serviceCpu),
     } as Record<string, number>,
+    cpu_vs_temporal: cpuVersusTemporal(usage.cpu, serviceCpu),
     cpu_window_s: usage.seconds,
     service_threads_cpu_s: servicePid ? threadCpuDelta(threadsBefore, threadsAfter) : undefined,
     service_probe: probe?.probe,
@@ -458,6 +473,7 @@ export async function runSystem(): Promise<Outcome> {
     ],
     ['cpu_s (service; backends)', `${serviceCpu}; ${byGroup(result.cpu_s)}; receiver ${result.cpu_s['receiver']}, bench ${result.cpu_s['bench']} (other processes ${otherCpu}) over ${usage.seconds} s`],
     ['cpu ms per delivery (service; backends)', `${result.cpu_ms_per_delivery.service}; ${byGroup(result.cpu_ms_per_delivery)}`],
+    ['cpu per delivery vs the Temporal server', Object.entries(result.cpu_vs_temporal ?? {}).map(([name, ratio]) => `${name} ${ratio}`).join(' / ') || '-'],
     ...(result.cpu_ms_per_delivery['api'] !== undefined
       ? [['cpu ms per delivery (api / worker replicas)', `${result.cpu_ms_per_delivery['api']} / ${result.cpu_ms_per_delivery['worker']}`] as [string, string]]
       : []),

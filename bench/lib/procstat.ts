@@ -199,15 +199,19 @@ export function machineCpu(): { busySeconds: number; cores: number } {
   return { busySeconds: (user + nice + system + irq + softirq + steal) / CLOCK_TICKS, cores };
 }
 
-/** CPU seconds of each thread of a process, summed by thread name (comm). */
+/**
+ * CPU seconds of each thread of a process, summed by role ({@link threadRole}), and of the
+ * whole process, which also counts threads that have exited.
+ */
 export function threadCpu(pid: number): Record<string, number> {
   const out: Record<string, number> = {};
   let tids: string[];
   try {
-    tids = readdirSync(`/proc/${pid}/task`);
+    tids = readdirSync(`/proc/${pid}/task`).sort((a, b) => Number(a) - Number(b));
   } catch {
     return out;
   }
+  let coreStarted = false;
   for (const tid of tids) {
     let thread: Omit<ProcStat, 'pid'>;
     try {
@@ -215,18 +219,45 @@ export function threadCpu(pid: number): Record<string, number> {
     } catch {
       continue;
     }
-    // Numbered thread names (e.g. "tokio-runtime-w", "libuv-worker") are grouped as they come.
-    out[thread.comm] = (out[thread.comm] ?? 0) + thread.cpuSeconds;
+    coreStarted ||= thread.comm.startsWith('tokio');
+    const role = threadRole(Number(tid) === pid, thread.comm, coreStarted);
+    out[role] = (out[role] ?? 0) + thread.cpuSeconds;
   }
+  const total = readStat(pid)?.cpuSeconds;
+  if (total !== undefined) out[PROCESS_TOTAL] = total;
   return out;
 }
 
-/** Per-name difference of two {@link threadCpu} readings. */
+/** The key of {@link threadCpu}'s reading of the whole process, threads that exited included. */
+const PROCESS_TOTAL = 'process';
+
+/**
+ * What a thread of a Node process does, from its name and when it was created (thread ids
+ * grow): Node names its own threads "node": the main thread, V8's helpers (GC, compiler),
+ * started with the process, and worker threads, which the service starts only after the
+ * Temporal core (the SDK's workflow thread). Other names are kept, numbered ones grouped.
+ */
+function threadRole(isMain: boolean, comm: string, coreStarted: boolean): string {
+  if (isMain) return 'main (API, activities, SDK)';
+  if (comm !== 'node') return comm;
+  return coreStarted ? 'workflow thread (SDK sandbox)' : 'other node threads (V8 helpers, loader)';
+}
+
+/**
+ * Per-role difference of two {@link threadCpu} readings; what the process spent beyond its
+ * live threads went to threads that exited in between (Node's `vm` timeout starts a watchdog
+ * thread for every call into the workflow sandbox).
+ */
 export function threadCpuDelta(before: Record<string, number>, after: Record<string, number>): Record<string, number> {
   const out: Record<string, number> = {};
+  let threads = 0;
   for (const [name, value] of Object.entries(after)) {
+    if (name === PROCESS_TOTAL) continue;
     const delta = value - (before[name] ?? 0);
+    threads += delta;
     if (delta > 0.005) out[name] = Math.round(delta * 100) / 100;
   }
+  const total = (after[PROCESS_TOTAL] ?? 0) - (before[PROCESS_TOTAL] ?? 0);
+  if (total - threads > 0.005) out['exited threads (vm watchdogs)'] = Math.round((total - threads) * 100) / 100;
   return Object.fromEntries(Object.entries(out).sort((a, b) => b[1] - a[1]));
 }
