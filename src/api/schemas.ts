@@ -29,13 +29,18 @@ export const WebhookUrlSchema = z
     else if (url.username || url.password) ctx.addIssue({ code: 'custom', message: 'must not contain user-info' });
     else if (!url.hostname) ctx.addIssue({ code: 'custom', message: 'must name a host' });
   })
-  .openapi({ example: 'https://example.com/webhooks', description: 'HTTPS endpoint receiving events' });
+  .openapi({
+    example: 'https://example.com/webhooks',
+    description: 'HTTPS endpoint receiving events: an absolute https URL, without user-info or spaces',
+    format: 'uri',
+    pattern: '^https://[^\\u0000-\\u0020\\u007f@/?#]+(?:[/?#][^\\u0000-\\u0020\\u007f]*)?$',
+  });
 
 export const EventListSchema = z
   .array(z.enum(EVENT_KINDS, { message: `must be one of: ${EVENT_KINDS.join(', ')}` }))
   .min(1, 'must list at least one event')
   .refine((events) => new Set(events).size === events.length, 'must not repeat an event')
-  .openapi({ example: ['docauth.completed'] });
+  .openapi({ example: ['docauth.completed'], uniqueItems: true });
 
 /** Custom headers: valid names and values, none the service sets itself, bounded in count and size. */
 export const CustomHeadersSchema = z
@@ -65,7 +70,16 @@ export const CustomHeadersSchema = z
       ctx.addIssue({ code: 'custom', message: `must total at most ${MAX_CUSTOM_HEADER_BYTES} bytes` });
     }
   })
-  .openapi({ example: { 'X-Customer-Tag': 'prod' } });
+  // `propertyNames` is JSON Schema (OpenAPI 3.1) that the metadata type does not list.
+  .openapi({
+    example: { 'X-Customer-Tag': 'prod' },
+    maxProperties: MAX_CUSTOM_HEADERS,
+    propertyNames: { pattern: HEADER_NAME.source },
+    additionalProperties: { type: 'string', pattern: HEADER_VALUE.source },
+    description:
+      `At most ${MAX_CUSTOM_HEADERS} headers and ${MAX_CUSTOM_HEADER_BYTES} bytes of names and values; names are case-insensitive ` +
+      'and must not repeat; none of Content-Type, Content-Length, Host, Transfer-Encoding, Connection or X-Service-*',
+  } as Record<string, unknown>);
 
 export const CreateWebhookSchema = z
   .strictObject({
@@ -84,7 +98,7 @@ export const UpdateWebhookSchema = z
     headers: CustomHeadersSchema.optional(),
   })
   .refine((body) => Object.keys(body).length > 0, 'must set at least one of url, events, status, headers')
-  .openapi('UpdateWebhook');
+  .openapi('UpdateWebhook', { minProperties: 1 });
 
 const timestamp = z.string().openapi({ format: 'date-time', example: '2026-11-22T10:00:00.000Z' });
 

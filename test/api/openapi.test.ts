@@ -30,10 +30,16 @@ interface OpenApiDocument {
   security?: Record<string, string[]>[];
 }
 
+interface OpenApiLink {
+  operationId: string;
+  parameters: Record<string, string>;
+}
+
 interface OpenApiOperation {
+  operationId?: string;
   parameters?: { name: string; in: string; required?: boolean }[];
   security?: Record<string, string[]>[];
-  responses: Record<string, { description: string; content?: Record<string, { schema: JsonSchema }> }>;
+  responses: Record<string, { description: string; content?: Record<string, { schema: JsonSchema }>; links?: Record<string, OpenApiLink> }>;
 }
 
 /** Keywords that only describe; the validator may skip them. */
@@ -200,6 +206,129 @@ describe('the OpenAPI document', () => {
       }
     }
     expect(doc.paths[`${BASE}/webhooks/{id}`]?.delete?.responses['204']).toEqual({ description: 'Deleted' });
+  });
+});
+
+/** Every documented operation with its method and path template. */
+function operations(): { method: string; path: string; operation: OpenApiOperation }[] {
+  return Object.entries(doc.paths).flatMap(([path, methods]) =>
+    Object.entries(methods).map(([method, operation]) => ({ method, path, operation })),
+  );
+}
+
+/** The value of a link's runtime expression for one exchange: `$request.path.x` or `$response.body#/json/pointer`. */
+function resolveExpression(expression: string, requestPath: Record<string, string>, responseBody: unknown): string {
+  const fromPath = /^\$request\.path\.(\w+)$/.exec(expression);
+  if (fromPath) return requestPath[fromPath[1]!]!;
+  const fromBody = /^\$response\.body#(\/.*)$/.exec(expression);
+  if (!fromBody) throw new Error(`unsupported runtime expression ${expression}`);
+  let value: unknown = responseBody;
+  for (const token of fromBody[1]!.slice(1).split('/')) value = (value as Record<string, unknown>)[token.replaceAll('~1', '/').replaceAll('~0', '~')];
+  if (typeof value !== 'string') throw new Error(`${expression} resolves to ${JSON.stringify(value)}`);
+  return value;
+}
+
+describe('operation ids and links', () => {
+  it('names every operation with a unique operationId', () => {
+    const ids = operations().map(({ operation }) => operation.operationId);
+    expect(ids.every((id) => typeof id === 'string' && /^[a-z][A-Za-z]+$/.test(id))).toBe(true);
+    expect(new Set(ids).size).toBe(ids.length);
+  });
+
+  it('links each id a response carries to the operations that take it, with exactly their path parameters', () => {
+    const byId = new Map(operations().map((entry) => [entry.operation.operationId, entry]));
+    const linked = new Set<string>();
+    for (const { operation } of operations()) {
+      for (const response of Object.values(operation.responses)) {
+        for (const link of Object.values(response.links ?? {})) {
+          const target = byId.get(link.operationId);
+          expect(target, link.operationId).toBeDefined();
+          const pathParameters = (target!.operation.parameters ?? []).filter((p) => p.in === 'path').map((p) => p.name).sort();
+          expect(Object.keys(link.parameters).sort()).toEqual(pathParameters);
+          for (const expression of Object.values(link.parameters)) expect(expression).toMatch(/^\$(request\.path\.\w+|response\.body#\/[\w/]+)$/);
+          linked.add(link.operationId);
+        }
+      }
+    }
+    const idBased = operations().filter(({ path }) => path.includes('{')).map(({ operation }) => operation.operationId);
+    expect([...linked].sort()).toEqual(idBased.sort());
+  });
+
+  it('walks from a created webhook, a listed delivery and a started operation to every id-based operation', async () => {
+    const created = await h.request('POST', `${BASE}/webhooks`, {
+      token: key.token,
+      body: { api_key_id: key.id, url: 'https://example.com/linked', events: ['docauth.completed'] },
+    });
+    expect(created.status).toBe(201);
+    await h.publish({ project_id: key.projectId, event: 'docauth.completed', data: docauthData() });
+    const byId = new Map(operations().map((entry) => [entry.operation.operationId, entry]));
+    const bodies: Record<string, unknown> = { updateWebhook: { status: 'disabled' }, retryDeliveries: {} };
+    const reached: Record<string, number> = {};
+    // Breadth-first over the links, deleting last so the other operations find the webhook.
+    const queue: { from: string; requestPath: Record<string, string>; response: TestResponse }[] = [
+      { from: 'createWebhook', requestPath: {}, response: created },
+    ];
+    const deferred: typeof queue = [];
+    while (queue.length > 0) {
+      const { from, requestPath, response } = queue.shift()!;
+      const { operation } = byId.get(from)!;
+      for (const link of Object.values(operation.responses[String(response.status)]?.links ?? {})) {
+        if (reached[link.operationId] !== undefined) continue;
+        const target = byId.get(link.operationId)!;
+        const parameters = Object.fromEntries(
+          Object.entries(link.parameters).map(([name, expression]) => [name, resolveExpression(expression, requestPath, response.body)]),
+        );
+        const url = target.path.replace(/\{(\w+)\}/g, (_, name: string) => encodeURIComponent(parameters[name]!));
+        if (link.operationId === 'deleteWebhook') {
+          deferred.push({ from: link.operationId, requestPath: parameters, response: { status: 0, headers: new Headers(), body: url, text: '' } });
+          reached[link.operationId] = 0;
+          continue;
+        }
+        const answer = await h.request(target.method.toUpperCase(), url, {
+          token: key.token,
+          ...(bodies[link.operationId] !== undefined ? { body: bodies[link.operationId] } : {}),
+        });
+        reached[link.operationId] = answer.status;
+        queue.push({ from: link.operationId, requestPath: parameters, response: answer });
+      }
+    }
+    for (const { response } of deferred) {
+      reached['deleteWebhook'] = (await h.request('DELETE', response.body as string, { token: key.token })).status;
+    }
+    const idBased = operations().filter(({ path }) => path.includes('{')).map(({ operation }) => operation.operationId!);
+    expect(Object.keys(reached).sort()).toEqual(idBased.sort());
+    // Every linked call found its resource; a retry of a delivery still pending is a documented 409.
+    for (const [operationId, status] of Object.entries(reached)) {
+      expect(status < 300 || (operationId === 'retryDelivery' && status === 409), `${operationId} answered ${status}`).toBe(true);
+    }
+  });
+});
+
+describe('request constraints the server enforces, stated in the document', () => {
+  const component = (name: string) => doc.components.schemas[name]!;
+
+  it('events are unique, an update sets at least one field, headers are bounded and named by the header grammar', async () => {
+    const events = component('CreateWebhook').properties!['events']!;
+    expect(events).toMatchObject({ type: 'array', minItems: 1, uniqueItems: true });
+    expect(component('UpdateWebhook')).toMatchObject({ minProperties: 1 });
+    const headers = component('CreateWebhook').properties!['headers']!;
+    expect(headers).toMatchObject({ type: 'object', maxProperties: 20, propertyNames: { pattern: expect.any(String) } });
+    const url = component('CreateWebhook').properties!['url']!;
+    expect(url).toMatchObject({ format: 'uri', maxLength: 2048 });
+    const urlPattern = new RegExp(url['pattern'] as string);
+    expect(['https://example.com/x', 'https://[::1]:8443/h?x=1', 'https://example.com/a@b'].every((value) => urlPattern.test(value))).toBe(true);
+    expect(['http://example.com', 'https://user@example.com', 'https://example.com/a b'].some((value) => urlPattern.test(value))).toBe(false);
+
+    // And the server refuses what the document rules out.
+    const refused = [
+      { api_key_id: key.id, url: 'https://example.com/x', events: ['docauth.completed', 'docauth.completed'] },
+      { api_key_id: key.id, url: 'https://example.com/x', events: ['docauth.completed'], headers: Object.fromEntries(Array.from({ length: 21 }, (_, i) => [`X-H${i}`, 'v'])) },
+      { api_key_id: key.id, url: 'https://example.com/x', events: ['docauth.completed'], headers: { 'Bad Name': 'v' } },
+    ];
+    for (const body of refused) {
+      const response = await h.request('POST', `${BASE}/webhooks`, { token: key.token, body });
+      expect(response.status, JSON.stringify(body)).toBe(400);
+    }
   });
 });
 

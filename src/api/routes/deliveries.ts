@@ -34,16 +34,24 @@ async function ownedDelivery(c: Context<AppEnv>, webhookId: string, deliveryId: 
   return { webhook, delivery };
 }
 
+/** Link parameters to the first delivery of a listed page. */
+const FIRST_DELIVERY = { id: '$request.path.id', delivery_id: '$response.body#/data/0/id' };
+
 export const deliveriesRouter = createRouter()
   .openapi(
     createRoute({
       method: 'get',
       path: '/webhooks/{id}/deliveries',
+      operationId: 'listDeliveries',
       tags,
       summary: 'List deliveries, newest first (cursor pagination, filters)',
       request: { params: IdParamsSchema, query: DeliveryListQuerySchema },
       responses: {
-        200: success(envelope(z.array(DeliverySchema), ListMetaSchema), 'A page of deliveries'),
+        200: success(envelope(z.array(DeliverySchema), ListMetaSchema), 'A page of deliveries', {
+          getDelivery: FIRST_DELIVERY,
+          listDeliveryAttempts: FIRST_DELIVERY,
+          retryDelivery: FIRST_DELIVERY,
+        }),
         ...errorResponses(400, 401, 403, 404),
       },
     }),
@@ -76,6 +84,7 @@ export const deliveriesRouter = createRouter()
     createRoute({
       method: 'get',
       path: '/webhooks/{id}/deliveries/{delivery_id}',
+      operationId: 'getDelivery',
       tags,
       summary: 'Get one delivery',
       request: { params: DeliveryParamsSchema },
@@ -94,6 +103,7 @@ export const deliveriesRouter = createRouter()
     createRoute({
       method: 'get',
       path: '/webhooks/{id}/deliveries/{delivery_id}/attempts',
+      operationId: 'listDeliveryAttempts',
       tags,
       summary: 'List the attempts of a delivery, first attempt first',
       request: { params: DeliveryParamsSchema },
@@ -120,6 +130,7 @@ export const deliveriesRouter = createRouter()
     createRoute({
       method: 'post',
       path: '/webhooks/{id}/deliveries/{delivery_id}/retry',
+      operationId: 'retryDelivery',
       tags,
       summary: 'Retry a failed or dead-lettered delivery now',
       request: { params: DeliveryParamsSchema },

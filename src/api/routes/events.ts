@@ -17,6 +17,7 @@ eventsRouter.openapi(
   createRoute({
     method: 'post',
     path: '/events',
+    operationId: 'publishEvent',
     tags: ['Events (internal)'],
     summary: 'Publish an event; one delivery per active, subscribed webhook of the project',
     security: [{ [SECURITY_SCHEMES.producerToken]: [] }],

@@ -27,11 +27,15 @@ async function ownedOperation(c: Context<AppEnv>, webhookId: string, operationId
   return operation;
 }
 
+/** Link parameters to the operation a bulk retry started. */
+const STARTED_OPERATION = { id: '$request.path.id', operation_id: '$response.body#/data/id' };
+
 export const operationsRouter = createRouter()
   .openapi(
     createRoute({
       method: 'post',
       path: '/webhooks/{id}/deliveries/retry',
+      operationId: 'retryDeliveries',
       tags,
       summary: 'Retry, at a bounded rate, every delivery of the webhook in the given statuses (bulk retry)',
       request: {
@@ -39,7 +43,10 @@ export const operationsRouter = createRouter()
         body: { required: false, content: { 'application/json': { schema: BulkRetryBodySchema } } },
       },
       responses: {
-        202: success(envelope(OperationStartedSchema), 'The operation is running'),
+        202: success(envelope(OperationStartedSchema), 'The operation is running', {
+          getOperation: STARTED_OPERATION,
+          cancelOperation: STARTED_OPERATION,
+        }),
         ...errorResponses(400, 401, 403, 404),
       },
     }),
@@ -79,6 +86,7 @@ export const operationsRouter = createRouter()
     createRoute({
       method: 'get',
       path: '/webhooks/{id}/operations/{operation_id}',
+      operationId: 'getOperation',
       tags,
       summary: 'Get a bulk operation and its progress',
       request: { params: OperationParamsSchema },
@@ -100,6 +108,7 @@ export const operationsRouter = createRouter()
     createRoute({
       method: 'delete',
       path: '/webhooks/{id}/operations/{operation_id}',
+      operationId: 'cancelOperation',
       tags,
       summary: 'Cancel a bulk operation (it stops between two deliveries and records itself cancelled)',
       request: { params: OperationParamsSchema },

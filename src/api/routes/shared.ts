@@ -13,11 +13,34 @@ export const jsonBody = <T extends z.ZodType>(schema: T) => ({
   content: { 'application/json': { schema } },
 });
 
-/** A JSON success response. */
-export const success = <T extends z.ZodType>(schema: T, description: string) => ({
+/** The parameters of a linked operation, as OpenAPI runtime expressions (`$response.body#/data/id`). */
+export type LinkParameters = Record<string, string>;
+
+/**
+ * A JSON success response; `links` name, by operationId, the operations that take ids from it
+ * (so clients and generated tests can walk create -> get/update/delete).
+ */
+export const success = <T extends z.ZodType>(schema: T, description: string, links?: Record<string, LinkParameters>) => ({
   description,
   content: { 'application/json': { schema } },
+  ...(links && {
+    links: Object.fromEntries(
+      Object.entries(links).map(([operationId, parameters]) => [
+        operationId.charAt(0).toUpperCase() + operationId.slice(1),
+        { operationId, parameters },
+      ]),
+    ),
+  }),
 });
+
+/** Link parameters of the operations on one webhook, its id taken from `idExpression`. */
+export const webhookLinks = (idExpression: string): Record<string, LinkParameters> =>
+  Object.fromEntries(
+    ['getWebhook', 'updateWebhook', 'deleteWebhook', 'rotateWebhookSecret', 'listDeliveries', 'retryDeliveries'].map((operationId) => [
+      operationId,
+      { id: idExpression },
+    ]),
+  );
 
 const ERROR_DESCRIPTIONS: Record<number, string> = {
   400: 'invalid_request: a field breaks a rule (the message names it)',

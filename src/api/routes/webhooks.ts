@@ -15,7 +15,7 @@ import {
   envelope,
 } from '../schemas.ts';
 import { createRouter } from '../validation.ts';
-import { errorResponses, jsonBody, success } from './shared.ts';
+import { errorResponses, jsonBody, success, webhookLinks } from './shared.ts';
 
 const tags = ['Webhooks'];
 
@@ -24,11 +24,12 @@ export const webhooksRouter = createRouter()
     createRoute({
       method: 'post',
       path: '/webhooks',
+      operationId: 'createWebhook',
       tags,
       summary: 'Create a webhook (the secret is returned only here)',
       request: { body: jsonBody(CreateWebhookSchema) },
       responses: {
-        201: success(envelope(WebhookWithSecretSchema), 'The webhook, with its signing secret shown once'),
+        201: success(envelope(WebhookWithSecretSchema), 'The webhook, with its signing secret shown once', webhookLinks('$response.body#/data/id')),
         ...errorResponses(400, 401, 403),
       },
     }),
@@ -62,10 +63,11 @@ export const webhooksRouter = createRouter()
     createRoute({
       method: 'get',
       path: '/webhooks',
+      operationId: 'listWebhooks',
       tags,
       summary: "List the project's webhooks",
       responses: {
-        200: success(envelope(z.array(WebhookListItemSchema)), 'Webhooks of the project, oldest first'),
+        200: success(envelope(z.array(WebhookListItemSchema)), 'Webhooks of the project, oldest first', webhookLinks('$response.body#/data/0/id')),
         ...errorResponses(401, 403),
       },
     }),
@@ -85,6 +87,7 @@ export const webhooksRouter = createRouter()
     createRoute({
       method: 'get',
       path: '/webhooks/{id}',
+      operationId: 'getWebhook',
       tags,
       summary: 'Get a webhook (without its secret)',
       request: { params: IdParamsSchema },
@@ -105,6 +108,7 @@ export const webhooksRouter = createRouter()
     createRoute({
       method: 'patch',
       path: '/webhooks/{id}',
+      operationId: 'updateWebhook',
       tags,
       summary: 'Update a webhook: url, events, status, headers',
       request: { params: IdParamsSchema, body: jsonBody(UpdateWebhookSchema) },
@@ -130,6 +134,7 @@ export const webhooksRouter = createRouter()
     createRoute({
       method: 'delete',
       path: '/webhooks/{id}',
+      operationId: 'deleteWebhook',
       tags,
       summary: 'Delete a webhook, its deliveries and their pending attempts',
       request: { params: IdParamsSchema },
@@ -152,6 +157,7 @@ export const webhooksRouter = createRouter()
     createRoute({
       method: 'post',
       path: '/webhooks/{id}/rotate-secret',
+      operationId: 'rotateWebhookSecret',
       tags,
       summary: 'Replace the signing secret (the new one is returned only here)',
       request: { params: IdParamsSchema },
