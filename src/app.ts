@@ -112,15 +112,19 @@ export function createApp(deps: AppDeps) {
   app.route(V2_BASE, v2);
   app.route(INTERNAL_BASE, eventsRouter);
 
-  app.doc31(OPENAPI_PATH, {
+  // The server is the origin the document was fetched from, so "try it" in a reference page
+  // and generated clients call the service that served it.
+  app.doc31(OPENAPI_PATH, (c) => ({
     openapi: '3.1.0',
     info: {
       title: 'Webhooks API v2',
       version: '2.0.0',
       description: 'Webhook management and delivery inspection. Every response carries meta.request_id.',
+      license: { name: 'Proprietary', identifier: 'LicenseRef-Proprietary' },
     },
+    servers: [{ url: new URL(c.req.url).origin, description: 'the service that served this document' }],
     security: [{ [SECURITY_SCHEMES.apiKey]: [] }],
-  });
+  }));
   app.openAPIRegistry.registerComponent('securitySchemes', SECURITY_SCHEMES.apiKey, {
     type: 'http',
     scheme: 'bearer',

@@ -1,3 +1,8 @@
+import { execFile } from 'node:child_process';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eq } from 'drizzle-orm';
 import { OPENAPI_PATH } from '../../src/app.ts';
@@ -6,6 +11,8 @@ import { newId } from '../../src/ids.ts';
 import { docauthData, startHarness, type Harness, type TestResponse } from '../support/harness.ts';
 
 const BASE = '/api-gateway/v2';
+const REDOCLY = path.resolve('node_modules/.bin/redocly');
+const runFile = promisify(execFile);
 
 /** The part of JSON Schema the service's OpenAPI document uses. */
 interface JsonSchema {
@@ -300,6 +307,27 @@ describe('operation ids and links', () => {
     // Every linked call found its resource; a retry of a delivery still pending is a documented 409.
     for (const [operationId, status] of Object.entries(reached)) {
       expect(status < 300 || (operationId === 'retryDelivery' && status === 409), `${operationId} answered ${status}`).toBe(true);
+    }
+  });
+});
+
+describe('lint', () => {
+  it('passes Redocly CLI with the recommended rules (redocly.yaml): no error, no warning', async () => {
+    const served = await h.app.request(`https://webhooks.internal${OPENAPI_PATH}`);
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'openapi-lint-'));
+    try {
+      const file = path.join(dir, 'openapi.json');
+      await writeFile(file, await served.text());
+      const { stdout } = await runFile(REDOCLY, ['lint', file, '--format=json', '--config', 'redocly.yaml'], {
+        env: { ...process.env, REDOCLY_TELEMETRY: 'off', REDOCLY_SUPPRESS_UPDATE_NOTICE: 'true' },
+      }).catch(
+        (error: { stdout?: string }) => ({ stdout: error.stdout ?? '' }),
+      );
+      const report = JSON.parse(stdout) as { totals: { errors: number; warnings: number }; problems: { ruleId: string; message: string }[] };
+      expect(report.problems.map((problem) => `${problem.ruleId}: ${problem.message}`)).toEqual([]);
+      expect(report.totals).toMatchObject({ errors: 0, warnings: 0 });
+    } finally {
+      await rm(dir, { recursive: true, force: true });
     }
   });
 });
