@@ -7,8 +7,8 @@ import { routePath } from 'hono/route';
 import { requireApiKey } from './api/auth.ts';
 import type { AppDeps, AppEnv } from './api/env.ts';
 import { ApiError, errorBody } from './api/errors.ts';
-import { apiReferencePage } from './api/reference-page.ts';
 import { deliveriesRouter } from './api/routes/deliveries.ts';
+import { docsRouter } from './api/routes/docs.ts';
 import { operationsRouter } from './api/routes/operations.ts';
 import { eventsRouter } from './api/routes/events.ts';
 import { healthRouter } from './api/routes/health.ts';
@@ -135,7 +135,7 @@ export function createApp(deps: AppDeps) {
     scheme: 'bearer',
     description: 'EVENT_PRODUCER_TOKEN, for internal event producers only.',
   });
-  app.get('/docs', (c) => c.html(apiReferencePage(OPENAPI_PATH)));
+  app.route('/docs', docsRouter(OPENAPI_PATH));
 
   const routePatterns = () =>
     app.routes

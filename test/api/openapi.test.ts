@@ -496,12 +496,29 @@ describe('responses the app produces', () => {
 });
 
 describe('GET /docs', () => {
-  it('returns an HTML reference page that loads the OpenAPI document', async () => {
+  it('serves Swagger UI on the document from the project own assets, with nothing loaded from another origin', async () => {
     const response = await h.request('GET', '/docs');
     expect(response.status).toBe(200);
     expect(response.headers.get('Content-Type')).toMatch(/^text\/html/);
     expect(response.text).toMatch(/^<!doctype html>/i);
-    expect(response.text).toContain(`href="${OPENAPI_PATH}"`);
-    expect(response.text).toContain(`fetch(${JSON.stringify(OPENAPI_PATH)})`);
+    const references = [...response.text.matchAll(/(?:src|href)="([^"]+)"/g)].map((match) => match[1]!);
+    expect(references.sort()).toEqual([OPENAPI_PATH, '/docs/assets/init.js', '/docs/assets/swagger-ui-bundle.js', '/docs/assets/swagger-ui.css'].sort());
+    expect(response.text).not.toMatch(/<script>(?!<)/); // no inline script
+
+    const init = await h.request('GET', '/docs/assets/init.js');
+    expect(init.headers.get('Content-Type')).toMatch(/^text\/javascript/);
+    const options = JSON.parse(/SwaggerUIBundle\((.*)\);/s.exec(init.text)![1]!);
+    expect(options).toMatchObject({ url: OPENAPI_PATH, tryItOutEnabled: true, validatorUrl: null });
+
+    const bundle = await h.app.request('/docs/assets/swagger-ui-bundle.js');
+    expect(bundle.status).toBe(200);
+    expect(bundle.headers.get('Content-Type')).toMatch(/^text\/javascript/);
+    expect(await bundle.text()).toContain('SwaggerUIBundle');
+    const css = await h.app.request('/docs/assets/swagger-ui.css');
+    expect(css.headers.get('Content-Type')).toMatch(/^text\/css/);
+
+    for (const name of ['package.json', '..%2Fpackage.json', 'index.html']) {
+      expect((await h.request('GET', `/docs/assets/${name}`)).status).toBe(404);
+    }
   });
 });
