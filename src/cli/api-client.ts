@@ -1,44 +1,38 @@
+import { createWebhooksClient, type WebhooksClient } from '../client/index.ts';
 import { CliError } from './output.ts';
 
-/** A thin client of the v2 API for the CLI; every failure becomes one clear line. */
-export class ApiClient {
-  constructor(
-    private readonly baseUrl: string,
-    private readonly token: string | undefined,
-  ) {}
+/** How long the CLI waits for one answer. */
+const REQUEST_TIMEOUT_MS = 30_000;
 
-  /** Calls `method path` under /api-gateway/v2 and returns the parsed body (undefined for 204). */
-  async call<T = any>(method: string, path: string, body?: unknown): Promise<T> {
-    if (!this.token) throw new CliError('no API token: pass --token or set WEBHOOKS_API_TOKEN');
-    const url = `${this.baseUrl.replace(/\/$/, '')}/api-gateway/v2${path}`;
-    let response: Response;
-    try {
-      response = await fetch(url, {
-        method,
-        headers: {
-          Authorization: `Bearer ${this.token}`,
-          ...(body !== undefined ? { 'Content-Type': 'application/json' } : {}),
-        },
-        ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-        signal: AbortSignal.timeout(30_000),
-      });
-    } catch (error) {
-      throw new CliError(`cannot reach the service at ${this.baseUrl}: ${(error as Error).message} (is it running? set WEBHOOKS_API_URL)`);
-    }
-    if (response.status === 204) return undefined as T;
-    const text = await response.text();
-    let parsed: any;
-    try {
-      parsed = JSON.parse(text);
-    } catch {
-      throw new CliError(`HTTP ${response.status} from ${url}: ${text.slice(0, 200)}`);
-    }
-    if (!response.ok) {
-      const error = parsed?.error;
-      throw new CliError(`${response.status} ${error?.code ?? 'error'}: ${error?.message ?? text}`);
-    }
-    return parsed as T;
+/** The generated, typed v2 client, for the CLI: it refuses to start without a token. */
+export function cliClient(baseUrl: string, token: string | undefined): { api: WebhooksClient; baseUrl: string } {
+  if (!token) throw new CliError('no API token: pass --token or set WEBHOOKS_API_TOKEN');
+  const api = createWebhooksClient({
+    baseUrl,
+    token,
+    fetch: (request) => fetch(request, { signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS) }),
+  });
+  return { api, baseUrl };
+}
+
+/**
+ * The body of a call's answer, or one clear line: the service's v2 error (`404 not_found: …`),
+ * or that the service could not be reached.
+ */
+export async function answer<Data>(
+  baseUrl: string,
+  call: Promise<{ data?: Data; error?: unknown; response: Response }>,
+): Promise<Data> {
+  let result: Awaited<typeof call>;
+  try {
+    result = await call;
+  } catch (error) {
+    throw new CliError(`cannot reach the service at ${baseUrl}: ${(error as Error).message} (is it running? set WEBHOOKS_API_URL)`);
   }
+  if (result.response.ok) return result.data as Data;
+  const body = result.error as { error?: { code?: string; message?: string } } | string | undefined;
+  const detail = typeof body === 'object' && body?.error ? `${body.error.code ?? 'error'}: ${body.error.message ?? ''}` : `error: ${String(body ?? '').slice(0, 200)}`;
+  throw new CliError(`${result.response.status} ${detail}`);
 }
 
 /** The key id a token belongs to (`sk_<id>_<secret>` → `key_<id>`), to default `api_key_id`. */

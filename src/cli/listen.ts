@@ -3,7 +3,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import type { Config } from '../config.ts';
 import { verifyWebhook, WebhookVerificationError } from '../receiver/index.ts';
-import { ApiClient, keyIdOfToken } from './api-client.ts';
+import { answer, cliClient, keyIdOfToken } from './api-client.ts';
 import { localCertificate } from './certificate.ts';
 import { CliError } from './output.ts';
 
@@ -79,15 +79,20 @@ export async function listenCommand(config: Config, args: string[]): Promise<voi
   let cleanup = async () => {};
   if (values['create-webhook']) {
     const token = values.token ?? config.cli.apiToken;
-    const api = new ApiClient(values['api-url'] ?? config.cli.apiUrl, token);
-    const created = await api.call('POST', '/webhooks', {
-      api_key_id: token && keyIdOfToken(token),
-      url,
-      events: ['docauth.completed'],
-    });
+    const { api, baseUrl } = cliClient(values['api-url'] ?? config.cli.apiUrl, token);
+    const apiKeyId = token && keyIdOfToken(token);
+    if (!apiKeyId) throw new CliError('--create-webhook needs an API token that names its key (sk_<id>_…)');
+    const created = await answer(
+      baseUrl,
+      api.POST('/api-gateway/v2/webhooks', { body: { api_key_id: apiKeyId, url, events: ['docauth.completed'] } }),
+    );
     secret = created.data.secret;
     print(values.json ? { webhook_id: created.data.id, url } : `Created webhook ${created.data.id} → ${url}`);
-    if (!values.keep) cleanup = async () => api.call('DELETE', `/webhooks/${created.data.id}`).then(() => undefined, () => undefined);
+    if (!values.keep) {
+      cleanup = async () => {
+        await api.DELETE('/api-gateway/v2/webhooks/{id}', { params: { path: { id: created.data.id } } }).catch(() => undefined);
+      };
+    }
   }
   print(
     values.json

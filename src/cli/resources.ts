@@ -1,7 +1,15 @@
 import { parseArgs } from 'node:util';
 import type { Config } from '../config.ts';
-import { ApiClient, keyIdOfToken, parseHeaderOptions } from './api-client.ts';
+import { answer, cliClient, keyIdOfToken, parseHeaderOptions } from './api-client.ts';
+import type { components, operations } from '../client/index.ts';
 import { CliError, printTable } from './output.ts';
+
+/** Fields of a webhook as the API takes them. */
+type WebhookFields = components['schemas']['UpdateWebhook'];
+/** Filters of the deliveries list. */
+type DeliveryListQuery = NonNullable<operations['listDeliveries']['parameters']['query']>;
+/** The body of a bulk retry. */
+type BulkRetryBody = NonNullable<operations['retryDeliveries']['requestBody']>['content']['application/json'];
 
 const CONNECTION_OPTIONS = {
   json: { type: 'boolean', default: false },
@@ -11,7 +19,7 @@ const CONNECTION_OPTIONS = {
 
 function client(config: Config, values: { token?: string | undefined; 'api-url'?: string | undefined }) {
   const token = values.token ?? config.cli.apiToken;
-  return { api: new ApiClient(values['api-url'] ?? config.cli.apiUrl, token), token };
+  return { ...cliClient(values['api-url'] ?? config.cli.apiUrl, token), token };
 }
 
 function required(value: string | undefined, what: string, usage: string): string {
@@ -43,40 +51,41 @@ export async function webhooksCommand(config: Config, args: string[]): Promise<v
       'api-key-id': { type: 'string' },
     },
   });
-  const { api, token } = client(config, values);
+  const { api, baseUrl, token } = client(config, values);
   const id = () => required(positionals[0], 'a webhook id', WEBHOOKS_USAGE);
   const events = values.events?.split(',').map((event) => event.trim());
   const headers = parseHeaderOptions(values.header);
   let result: { data?: any; message?: string } | undefined;
   switch (action) {
     case 'list':
-      result = await api.call('GET', '/webhooks');
+      result = await answer(baseUrl, api.GET('/api-gateway/v2/webhooks'));
       break;
     case 'create':
-      result = await api.call('POST', '/webhooks', {
-        api_key_id: values['api-key-id'] ?? (token && keyIdOfToken(token)),
+      result = await answer(baseUrl, api.POST('/api-gateway/v2/webhooks', { body: {
+        api_key_id: required(values['api-key-id'] ?? (token && keyIdOfToken(token)), '--api-key-id (the token does not name its key)', WEBHOOKS_USAGE),
         url: required(values.url, '--url', WEBHOOKS_USAGE),
-        events: events ?? ['docauth.completed'],
+        // The service validates the values and answers which one is wrong.
+        events: (events ?? ['docauth.completed']) as NonNullable<WebhookFields['events']>,
         ...(headers ? { headers } : {}),
-      });
+      } }));
       break;
     case 'get':
-      result = await api.call('GET', `/webhooks/${encodeURIComponent(id())}`);
+      result = await answer(baseUrl, api.GET('/api-gateway/v2/webhooks/{id}', { params: { path: { id: id() } } }));
       break;
     case 'update':
-      result = await api.call('PATCH', `/webhooks/${encodeURIComponent(id())}`, {
+      result = await answer(baseUrl, api.PATCH('/api-gateway/v2/webhooks/{id}', { params: { path: { id: id() } }, body: {
         ...(values.url ? { url: values.url } : {}),
-        ...(events ? { events } : {}),
-        ...(values.status ? { status: values.status } : {}),
+        ...(events ? { events: events as NonNullable<WebhookFields['events']> } : {}),
+        ...(values.status ? { status: values.status as NonNullable<WebhookFields['status']> } : {}),
         ...(headers ? { headers } : {}),
-      });
+      } }));
       break;
     case 'delete':
-      await api.call('DELETE', `/webhooks/${encodeURIComponent(id())}`);
+      await answer(baseUrl, api.DELETE('/api-gateway/v2/webhooks/{id}', { params: { path: { id: id() } } }));
       result = { data: { id: id(), deleted: true }, message: `Webhook ${id()} deleted.` };
       break;
     case 'rotate-secret':
-      result = await api.call('POST', `/webhooks/${encodeURIComponent(id())}/rotate-secret`);
+      result = await answer(baseUrl, api.POST('/api-gateway/v2/webhooks/{id}/rotate-secret', { params: { path: { id: id() } } }));
       break;
     default:
       throw new CliError(WEBHOOKS_USAGE);
@@ -116,40 +125,38 @@ export async function deliveriesCommand(config: Config, args: string[]): Promise
       until: { type: 'string' },
     },
   });
-  const { api } = client(config, values);
-  const webhookId = encodeURIComponent(required(positionals[0], 'a webhook id', DELIVERIES_USAGE));
-  const deliveryId = () => encodeURIComponent(required(positionals[1], 'a delivery id', DELIVERIES_USAGE));
+  const { api, baseUrl } = client(config, values);
+  const id = required(positionals[0], 'a webhook id', DELIVERIES_USAGE);
+  const delivery = () => ({ path: { id, delivery_id: required(positionals[1], 'a delivery id', DELIVERIES_USAGE) } });
   let result: { data?: any; message?: string; meta?: any };
   switch (action) {
     case 'list': {
-      const query = new URLSearchParams();
-      for (const [name, value] of [
-        ['status', values.status],
-        ['event', values.event],
-        ['limit', values.limit],
-        ['starting_after', values['starting-after']],
-      ] as const) {
-        if (value) query.set(name, value);
-      }
-      result = await api.call('GET', `/webhooks/${webhookId}/deliveries${query.size ? `?${query}` : ''}`);
+      const query = {
+        // The service validates the values and answers which one is wrong.
+        ...(values.status && { status: values.status as NonNullable<DeliveryListQuery['status']> }),
+        ...(values.event && { event: values.event as NonNullable<DeliveryListQuery['event']> }),
+        ...(values.limit && { limit: Number(values.limit) }),
+        ...(values['starting-after'] && { starting_after: values['starting-after'] }),
+      };
+      result = await answer(baseUrl, api.GET('/api-gateway/v2/webhooks/{id}/deliveries', { params: { path: { id }, query } }));
       break;
     }
     case 'get':
-      result = await api.call('GET', `/webhooks/${webhookId}/deliveries/${deliveryId()}`);
+      result = await answer(baseUrl, api.GET('/api-gateway/v2/webhooks/{id}/deliveries/{delivery_id}', { params: delivery() }));
       break;
     case 'attempts':
-      result = await api.call('GET', `/webhooks/${webhookId}/deliveries/${deliveryId()}/attempts`);
+      result = await answer(baseUrl, api.GET('/api-gateway/v2/webhooks/{id}/deliveries/{delivery_id}/attempts', { params: delivery() }));
       break;
     case 'retry':
       if (values.all) {
         const body = {
-          ...(values.status && { status: values.status.split(',').map((status) => status.trim()) }),
+          ...(values.status && { status: values.status.split(',').map((status) => status.trim()) as BulkRetryBody['status'] }),
           ...(values.since && { since: values.since }),
           ...(values.until && { until: values.until }),
         };
-        result = await api.call('POST', `/webhooks/${webhookId}/deliveries/retry`, body);
+        result = await answer(baseUrl, api.POST('/api-gateway/v2/webhooks/{id}/deliveries/retry', { params: { path: { id } }, body }));
       } else {
-        result = await api.call('POST', `/webhooks/${webhookId}/deliveries/${deliveryId()}/retry`);
+        result = await answer(baseUrl, api.POST('/api-gateway/v2/webhooks/{id}/deliveries/{delivery_id}/retry', { params: delivery() }));
       }
       break;
     default:
@@ -177,13 +184,17 @@ options: --json, --token <API token> (or WEBHOOKS_API_TOKEN), --api-url <url> (o
 export async function operationsCommand(config: Config, args: string[]): Promise<void> {
   const [action, ...rest] = args;
   const { values, positionals } = parseArgs({ args: rest, allowPositionals: true, options: CONNECTION_OPTIONS });
-  const { api } = client(config, values);
-  const webhookId = encodeURIComponent(required(positionals[0], 'a webhook id', OPERATIONS_USAGE));
-  const operationId = encodeURIComponent(required(positionals[1], 'an operation id', OPERATIONS_USAGE));
-  const path = `/webhooks/${webhookId}/operations/${operationId}`;
+  const { api, baseUrl } = client(config, values);
+  const params = {
+    path: {
+      id: required(positionals[0], 'a webhook id', OPERATIONS_USAGE),
+      operation_id: required(positionals[1], 'an operation id', OPERATIONS_USAGE),
+    },
+  };
+  const path = '/api-gateway/v2/webhooks/{id}/operations/{operation_id}';
   let result: { data?: any; message?: string };
-  if (action === 'get') result = await api.call('GET', path);
-  else if (action === 'cancel') result = await api.call('DELETE', path);
+  if (action === 'get') result = await answer(baseUrl, api.GET(path, { params }));
+  else if (action === 'cancel') result = await answer(baseUrl, api.DELETE(path, { params }));
   else throw new CliError(OPERATIONS_USAGE);
   if (values.json) {
     console.log(JSON.stringify(result.data));
