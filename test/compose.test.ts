@@ -458,9 +458,16 @@ describe('Dockerfile', () => {
   const indexOf = (predicate: (instruction: { keyword: string; args: string }) => boolean) =>
     instructions.findIndex(predicate);
 
-  it('builds on node:20-bookworm-slim', () => {
+  it('builds on the Active LTS line, node:26-bookworm-slim, and runs no transpiler in production', () => {
     const from = instructions.filter((instruction) => instruction.keyword === 'FROM');
-    expect(from.at(-1)?.args).toMatch(/^node:20(\.\d+)*-bookworm-slim\b/);
+    expect(from.at(-1)?.args).toMatch(/^node:26(\.\d+)*-bookworm-slim\b/);
+    // Node 26 strips the types itself; tsx is only for development on older Node.
+    const manifest = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as {
+      dependencies: Record<string, string>;
+      devDependencies: Record<string, string>;
+    };
+    expect(Object.keys(manifest.dependencies)).not.toContain('tsx');
+    expect(Object.keys(manifest.devDependencies)).toContain('tsx');
   });
 
   it('installs the production dependencies with npm ci from the copied lockfile', () => {

@@ -124,10 +124,13 @@ export class ProcessSampler {
   phase = 'startup';
   #timer: NodeJS.Timeout | undefined;
 
-  constructor(
-    readonly groups: ProcessGroup[],
-    readonly periodMs = 500,
-  ) {}
+  readonly groups: ProcessGroup[];
+  readonly periodMs: number;
+
+  constructor(groups: ProcessGroup[], periodMs = 500) {
+    this.groups = groups;
+    this.periodMs = periodMs;
+  }
 
   start(): void {
     this.sample();

@@ -24,13 +24,13 @@ export type ErrorCode = keyof typeof ERROR_STATUS;
 export class ApiError extends Error {
   override name = 'ApiError';
   readonly status: ContentfulStatusCode;
+  readonly code: ErrorCode;
+  readonly headers: Record<string, string>;
 
-  constructor(
-    readonly code: ErrorCode,
-    message: string,
-    readonly headers: Record<string, string> = {},
-  ) {
+  constructor(code: ErrorCode, message: string, headers: Record<string, string> = {}) {
     super(message);
+    this.code = code;
+    this.headers = headers;
     this.status = ERROR_STATUS[code];
   }
 }

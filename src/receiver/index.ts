@@ -88,11 +88,11 @@ export class WebhookVerificationError extends Error {
    * @param code - Machine-readable reason.
    * @param message - Human-readable detail.
    */
-  constructor(
-    readonly code: WebhookVerificationErrorCode,
-    message: string,
-  ) {
+  readonly code: WebhookVerificationErrorCode;
+
+  constructor(code: WebhookVerificationErrorCode, message: string) {
     super(message);
+    this.code = code;
   }
 }
 

@@ -44,14 +44,14 @@ export interface SchedulerOptions {
 
 /** Starts, signals and cancels delivery workflows (workflow id = delivery id) and bulk retry operations. */
 export class DeliveryScheduler {
+  private readonly client: Client;
+  private readonly taskQueue: string;
   private readonly bulkRetryRate: number;
   private readonly eagerStart: boolean;
 
-  constructor(
-    private readonly client: Client,
-    private readonly taskQueue: string,
-    options: SchedulerOptions = {},
-  ) {
+  constructor(client: Client, taskQueue: string, options: SchedulerOptions = {}) {
+    this.client = client;
+    this.taskQueue = taskQueue;
     this.bulkRetryRate = options.bulkRetryRate ?? DEFAULT_BULK_RETRY_RATE;
     this.eagerStart = options.eagerStart ?? false;
   }

@@ -2,7 +2,7 @@
  * The service as it runs in production, assembled from real processes for one fault
  * scenario: a PostgreSQL server of its own (Debian's binaries, temp dir, free port), a
  * Temporal dev server on a SQLite file, and the API and the worker as separate
- * `node --import tsx src/main.ts <role>` processes. Every part can be killed and started
+ * `node --import ./scripts/typescript.mjs src/main.ts <role>` processes. Every part can be killed and started
  * again; nothing here is mocked.
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
@@ -168,12 +168,17 @@ export class ServiceProcess {
   readonly unexpectedExits: string[] = [];
   #expectExit = false;
 
-  constructor(
-    readonly role: Role,
-    private readonly env: NodeJS.ProcessEnv,
-    private readonly logDir: string,
-    private readonly ready: () => Promise<boolean>,
-  ) {}
+  readonly role: Role;
+  private readonly env: NodeJS.ProcessEnv;
+  private readonly logDir: string;
+  private readonly ready: () => Promise<boolean>;
+
+  constructor(role: Role, env: NodeJS.ProcessEnv, logDir: string, ready: () => Promise<boolean>) {
+    this.role = role;
+    this.env = env;
+    this.logDir = logDir;
+    this.ready = ready;
+  }
 
   get pid(): number | undefined {
     return this.#child?.pid;

@@ -95,7 +95,10 @@ export class Publisher {
   readonly startedAt = Date.now();
   finishedAt: number | undefined;
 
-  constructor(private readonly options: PublisherOptions) {
+  private readonly options: PublisherOptions;
+
+  constructor(options: PublisherOptions) {
+    this.options = options;
     const prefix = options.prefix ?? `evt-${randomUUID().slice(0, 8)}`;
     this.records = Array.from({ length: options.count }, (_, i) => ({
       id: `${prefix}-${String(i).padStart(5, '0')}`,

@@ -2,7 +2,7 @@ import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 
 const projectRoot = path.resolve(import.meta.dirname, '../..');
-const CLI = ['--import', 'tsx', 'src/cli/index.ts'];
+const CLI = ['--import', './scripts/typescript.mjs', 'src/cli/index.ts'];
 
 /** How a CLI run ended. */
 export interface CliResult {
