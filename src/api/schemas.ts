@@ -1,5 +1,5 @@
 import { z } from '@hono/zod-openapi';
-import { DELIVERY_STATUSES } from '../db/schema.ts';
+import { DELIVERY_STATUSES, OPERATION_STATUSES } from '../db/schema.ts';
 import { isReservedHeaderName } from '../delivery/notification.ts';
 import { EVENT_KINDS } from '../events/schema.ts';
 
@@ -232,7 +232,7 @@ export const BulkRetryBodySchema = z
   })
   .openapi('BulkRetryRequest');
 
-export const OperationStatusSchema = z.enum(['running', 'completed', 'cancelled', 'failed']);
+export const OperationStatusSchema = z.enum(OPERATION_STATUSES);
 
 export const OperationStartedSchema = z
   .strictObject({ id: z.string().openapi({ example: 'op_01jd3k6v8x0f5r7k2m9q4t1w3y' }), status: OperationStatusSchema, matched: z.number().int() })

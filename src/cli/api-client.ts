@@ -4,31 +4,25 @@ import { CliError } from './output.ts';
 /** How long the CLI waits for one answer. */
 const REQUEST_TIMEOUT_MS = 30_000;
 
-/** The generated, typed v2 client, for the CLI: it refuses to start without a token. */
-export function cliClient(baseUrl: string, token: string | undefined): { api: WebhooksClient; baseUrl: string } {
+/**
+ * The generated, typed v2 client, for the CLI: it refuses to start without a token, and a
+ * service it cannot reach becomes one clear line.
+ */
+export function cliClient(baseUrl: string, token: string | undefined): WebhooksClient {
   if (!token) throw new CliError('no API token: pass --token or set WEBHOOKS_API_TOKEN');
-  const api = createWebhooksClient({
+  return createWebhooksClient({
     baseUrl,
     token,
-    fetch: (request) => fetch(request, { signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS) }),
+    fetch: (request) =>
+      fetch(request, { signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS) }).catch((error: Error) => {
+        throw new CliError(`cannot reach the service at ${baseUrl}: ${error.message} (is it running? set WEBHOOKS_API_URL)`);
+      }),
   });
-  return { api, baseUrl };
 }
 
-/**
- * The body of a call's answer, or one clear line: the service's v2 error (`404 not_found: …`),
- * or that the service could not be reached.
- */
-export async function answer<Data>(
-  baseUrl: string,
-  call: Promise<{ data?: Data; error?: unknown; response: Response }>,
-): Promise<Data> {
-  let result: Awaited<typeof call>;
-  try {
-    result = await call;
-  } catch (error) {
-    throw new CliError(`cannot reach the service at ${baseUrl}: ${(error as Error).message} (is it running? set WEBHOOKS_API_URL)`);
-  }
+/** The body of a call's answer, or the service's v2 error as one clear line (`404 not_found: …`). */
+export async function answer<Data>(call: Promise<{ data?: Data; error?: unknown; response: Response }>): Promise<Data> {
+  const result = await call;
   if (result.response.ok) return result.data as Data;
   const body = result.error as { error?: { code?: string; message?: string } } | string | undefined;
   const detail = typeof body === 'object' && body?.error ? `${body.error.code ?? 'error'}: ${body.error.message ?? ''}` : `error: ${String(body ?? '').slice(0, 200)}`;

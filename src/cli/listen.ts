@@ -79,11 +79,10 @@ export async function listenCommand(config: Config, args: string[]): Promise<voi
   let cleanup = async () => {};
   if (values['create-webhook']) {
     const token = values.token ?? config.cli.apiToken;
-    const { api, baseUrl } = cliClient(values['api-url'] ?? config.cli.apiUrl, token);
+    const api = cliClient(values['api-url'] ?? config.cli.apiUrl, token);
     const apiKeyId = token && keyIdOfToken(token);
     if (!apiKeyId) throw new CliError('--create-webhook needs an API token that names its key (sk_<id>_…)');
     const created = await answer(
-      baseUrl,
       api.POST('/api-gateway/v2/webhooks', { body: { api_key_id: apiKeyId, url, events: ['docauth.completed'] } }),
     );
     secret = created.data.secret;

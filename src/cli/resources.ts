@@ -19,7 +19,7 @@ const CONNECTION_OPTIONS = {
 
 function client(config: Config, values: { token?: string | undefined; 'api-url'?: string | undefined }) {
   const token = values.token ?? config.cli.apiToken;
-  return { ...cliClient(values['api-url'] ?? config.cli.apiUrl, token), token };
+  return { api: cliClient(values['api-url'] ?? config.cli.apiUrl, token), token };
 }
 
 function required(value: string | undefined, what: string, usage: string): string {
@@ -51,17 +51,17 @@ export async function webhooksCommand(config: Config, args: string[]): Promise<v
       'api-key-id': { type: 'string' },
     },
   });
-  const { api, baseUrl, token } = client(config, values);
+  const { api, token } = client(config, values);
   const id = () => required(positionals[0], 'a webhook id', WEBHOOKS_USAGE);
   const events = values.events?.split(',').map((event) => event.trim());
   const headers = parseHeaderOptions(values.header);
   let result: { data?: any; message?: string } | undefined;
   switch (action) {
     case 'list':
-      result = await answer(baseUrl, api.GET('/api-gateway/v2/webhooks'));
+      result = await answer(api.GET('/api-gateway/v2/webhooks'));
       break;
     case 'create':
-      result = await answer(baseUrl, api.POST('/api-gateway/v2/webhooks', { body: {
+      result = await answer(api.POST('/api-gateway/v2/webhooks', { body: {
         api_key_id: required(values['api-key-id'] ?? (token && keyIdOfToken(token)), '--api-key-id (the token does not name its key)', WEBHOOKS_USAGE),
         url: required(values.url, '--url', WEBHOOKS_USAGE),
         // The service validates the values and answers which one is wrong.
@@ -70,10 +70,10 @@ export async function webhooksCommand(config: Config, args: string[]): Promise<v
       } }));
       break;
     case 'get':
-      result = await answer(baseUrl, api.GET('/api-gateway/v2/webhooks/{id}', { params: { path: { id: id() } } }));
+      result = await answer(api.GET('/api-gateway/v2/webhooks/{id}', { params: { path: { id: id() } } }));
       break;
     case 'update':
-      result = await answer(baseUrl, api.PATCH('/api-gateway/v2/webhooks/{id}', { params: { path: { id: id() } }, body: {
+      result = await answer(api.PATCH('/api-gateway/v2/webhooks/{id}', { params: { path: { id: id() } }, body: {
         ...(values.url ? { url: values.url } : {}),
         ...(events ? { events: events as NonNullable<WebhookFields['events']> } : {}),
         ...(values.status ? { status: values.status as NonNullable<WebhookFields['status']> } : {}),
@@ -81,11 +81,11 @@ export async function webhooksCommand(config: Config, args: string[]): Promise<v
       } }));
       break;
     case 'delete':
-      await answer(baseUrl, api.DELETE('/api-gateway/v2/webhooks/{id}', { params: { path: { id: id() } } }));
+      await answer(api.DELETE('/api-gateway/v2/webhooks/{id}', { params: { path: { id: id() } } }));
       result = { data: { id: id(), deleted: true }, message: `Webhook ${id()} deleted.` };
       break;
     case 'rotate-secret':
-      result = await answer(baseUrl, api.POST('/api-gateway/v2/webhooks/{id}/rotate-secret', { params: { path: { id: id() } } }));
+      result = await answer(api.POST('/api-gateway/v2/webhooks/{id}/rotate-secret', { params: { path: { id: id() } } }));
       break;
     default:
       throw new CliError(WEBHOOKS_USAGE);
@@ -125,7 +125,7 @@ export async function deliveriesCommand(config: Config, args: string[]): Promise
       until: { type: 'string' },
     },
   });
-  const { api, baseUrl } = client(config, values);
+  const { api } = client(config, values);
   const id = required(positionals[0], 'a webhook id', DELIVERIES_USAGE);
   const delivery = () => ({ path: { id, delivery_id: required(positionals[1], 'a delivery id', DELIVERIES_USAGE) } });
   let result: { data?: any; message?: string; meta?: any };
@@ -138,14 +138,14 @@ export async function deliveriesCommand(config: Config, args: string[]): Promise
         ...(values.limit && { limit: Number(values.limit) }),
         ...(values['starting-after'] && { starting_after: values['starting-after'] }),
       };
-      result = await answer(baseUrl, api.GET('/api-gateway/v2/webhooks/{id}/deliveries', { params: { path: { id }, query } }));
+      result = await answer(api.GET('/api-gateway/v2/webhooks/{id}/deliveries', { params: { path: { id }, query } }));
       break;
     }
     case 'get':
-      result = await answer(baseUrl, api.GET('/api-gateway/v2/webhooks/{id}/deliveries/{delivery_id}', { params: delivery() }));
+      result = await answer(api.GET('/api-gateway/v2/webhooks/{id}/deliveries/{delivery_id}', { params: delivery() }));
       break;
     case 'attempts':
-      result = await answer(baseUrl, api.GET('/api-gateway/v2/webhooks/{id}/deliveries/{delivery_id}/attempts', { params: delivery() }));
+      result = await answer(api.GET('/api-gateway/v2/webhooks/{id}/deliveries/{delivery_id}/attempts', { params: delivery() }));
       break;
     case 'retry':
       if (values.all) {
@@ -154,9 +154,9 @@ export async function deliveriesCommand(config: Config, args: string[]): Promise
           ...(values.since && { since: values.since }),
           ...(values.until && { until: values.until }),
         };
-        result = await answer(baseUrl, api.POST('/api-gateway/v2/webhooks/{id}/deliveries/retry', { params: { path: { id } }, body }));
+        result = await answer(api.POST('/api-gateway/v2/webhooks/{id}/deliveries/retry', { params: { path: { id } }, body }));
       } else {
-        result = await answer(baseUrl, api.POST('/api-gateway/v2/webhooks/{id}/deliveries/{delivery_id}/retry', { params: delivery() }));
+        result = await answer(api.POST('/api-gateway/v2/webhooks/{id}/deliveries/{delivery_id}/retry', { params: delivery() }));
       }
       break;
     default:
@@ -184,7 +184,7 @@ options: --json, --token <API token> (or WEBHOOKS_API_TOKEN), --api-url <url> (o
 export async function operationsCommand(config: Config, args: string[]): Promise<void> {
   const [action, ...rest] = args;
   const { values, positionals } = parseArgs({ args: rest, allowPositionals: true, options: CONNECTION_OPTIONS });
-  const { api, baseUrl } = client(config, values);
+  const { api } = client(config, values);
   const params = {
     path: {
       id: required(positionals[0], 'a webhook id', OPERATIONS_USAGE),
@@ -193,8 +193,8 @@ export async function operationsCommand(config: Config, args: string[]): Promise
   };
   const path = '/api-gateway/v2/webhooks/{id}/operations/{operation_id}';
   let result: { data?: any; message?: string };
-  if (action === 'get') result = await answer(baseUrl, api.GET(path, { params }));
-  else if (action === 'cancel') result = await answer(baseUrl, api.DELETE(path, { params }));
+  if (action === 'get') result = await answer(api.GET(path, { params }));
+  else if (action === 'cancel') result = await answer(api.DELETE(path, { params }));
   else throw new CliError(OPERATIONS_USAGE);
   if (values.json) {
     console.log(JSON.stringify(result.data));

@@ -84,12 +84,13 @@ export type WebhookVerificationErrorCode =
 export class WebhookVerificationError extends Error {
   override readonly name = 'WebhookVerificationError';
 
+  /** Machine-readable reason. */
+  readonly code: WebhookVerificationErrorCode;
+
   /**
    * @param code - Machine-readable reason.
    * @param message - Human-readable detail.
    */
-  readonly code: WebhookVerificationErrorCode;
-
   constructor(code: WebhookVerificationErrorCode, message: string) {
     super(message);
     this.code = code;

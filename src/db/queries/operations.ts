@@ -75,16 +75,10 @@ export async function findOperation(db: Database, webhookId: string, id: string)
   return { ...operation, matched, retried: count('retried'), skipped: count('skipped') };
 }
 
-/** The next deliveries an operation has still to handle (matched or queued), in id order, with their state. */
+/** The next deliveries an operation has still to handle (matched or queued), in id order, with their state and event. */
 export async function pendingOperationItems(db: Database, operationId: string, limit: number) {
   return db
-    .select({
-      deliveryId: operationDeliveries.deliveryId,
-      state: operationDeliveries.state,
-      status: deliveries.status,
-      webhookId: deliveries.webhookId,
-      event: deliveries.event,
-    })
+    .select({ deliveryId: operationDeliveries.deliveryId, state: operationDeliveries.state, event: deliveries.event })
     .from(operationDeliveries)
     .innerJoin(deliveries, eq(deliveries.id, operationDeliveries.deliveryId))
     .where(and(eq(operationDeliveries.operationId, operationId), inArray(operationDeliveries.state, ['matched', 'queued'])))
