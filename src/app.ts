@@ -1,6 +1,7 @@
 import { OpenAPIHono } from '@hono/zod-openapi';
 import { randomUUID } from 'node:crypto';
 import { bodyLimit } from 'hono/body-limit';
+import { createMiddleware } from 'hono/factory';
 import { HTTPException } from 'hono/http-exception';
 import type { Context } from 'hono';
 import { routePath } from 'hono/route';
@@ -13,8 +14,12 @@ import { operationsRouter } from './api/routes/operations.ts';
 import { eventsRouter } from './api/routes/events.ts';
 import { healthRouter } from './api/routes/health.ts';
 import { SECURITY_SCHEMES } from './api/routes/shared.ts';
+import { portalSessionsRouter } from './api/routes/portal-sessions.ts';
+import { testEventsRouter } from './api/routes/test-events.ts';
 import { webhooksRouter } from './api/routes/webhooks.ts';
 import { renderMetrics } from './metrics.ts';
+import { PORTAL_BASE } from './portal/link.ts';
+import { portalRouter } from './portal/router.ts';
 
 /** Base path of the v2 management API (spec 4). */
 export const V2_BASE = '/api-gateway/v2';
@@ -87,7 +92,7 @@ export function createApp(deps: AppDeps) {
     }),
   );
 
-  app.use(async (c, next) => {
+  const requireJsonBody = createMiddleware<AppEnv>(async (c, next) => {
     const hasBody = c.req.header('Content-Length') !== '0' && ['POST', 'PATCH', 'PUT'].includes(c.req.method);
     const contentType = c.req.header('Content-Type');
     if (hasBody && contentType !== undefined && !JSON_CONTENT_TYPE.test(contentType)) {
@@ -95,6 +100,9 @@ export function createApp(deps: AppDeps) {
     }
     await next();
   });
+  // The portal's forms post form data; its own router reads them.
+  app.use(`${V2_BASE}/*`, requireJsonBody);
+  app.use(`${INTERNAL_BASE}/*`, requireJsonBody);
 
   app.route('/', healthRouter);
   app.get('/metrics', async (c) =>
@@ -106,9 +114,12 @@ export function createApp(deps: AppDeps) {
   const v2 = new OpenAPIHono<AppEnv>();
   v2.use('/webhooks', requireApiKey);
   v2.use('/webhooks/*', requireApiKey);
+  v2.use('/portal/*', requireApiKey);
   v2.route('/', webhooksRouter);
+  v2.route('/', testEventsRouter);
   v2.route('/', deliveriesRouter);
   v2.route('/', operationsRouter);
+  v2.route('/', portalSessionsRouter);
   app.route(V2_BASE, v2);
   app.route(INTERNAL_BASE, eventsRouter);
 
@@ -136,6 +147,7 @@ export function createApp(deps: AppDeps) {
     description: 'EVENT_PRODUCER_TOKEN, for internal event producers only.',
   });
   app.route('/docs', docsRouter(OPENAPI_PATH));
+  app.route(PORTAL_BASE, portalRouter((request, env) => app.fetch(request, env)));
 
   const routePatterns = () =>
     app.routes

@@ -34,6 +34,13 @@ const optionalString = z
 const environmentSchema = z.object({
   PORT: port.default(8080),
   HOST: z.string().min(1).default('127.0.0.1'),
+  PUBLIC_URL: optionalString.pipe(
+    z
+      .url({ protocol: /^https?$/, message: 'must be an http(s) origin, such as https://webhooks.example.com' })
+      .refine((value) => new URL(value).pathname === '/' && !new URL(value).search, 'must be an origin without a path, such as https://webhooks.example.com')
+      .transform((value) => new URL(value).origin)
+      .optional(),
+  ),
   DATA_DIR: z.string().min(1).default('.data'),
   DATABASE_URL: optionalString.pipe(
     z
@@ -109,7 +116,12 @@ export type Config = ReturnType<typeof toConfig>;
 function toConfig(env: z.infer<typeof environmentSchema>) {
   const dataDir = path.resolve(env.DATA_DIR);
   return {
-    http: { port: env.PORT, host: env.HOST },
+    http: {
+      port: env.PORT,
+      host: env.HOST,
+      /** The origin customers reach the service at, for portal links; unset: the origin of each request (the CLI: its API URL). */
+      publicUrl: env.PUBLIC_URL,
+    },
     dataDir,
     database: env.DATABASE_URL
       ? ({ kind: 'postgres', url: env.DATABASE_URL, poolMax: env.DATABASE_POOL_MAX } as const)

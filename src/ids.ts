@@ -10,6 +10,7 @@ export const ID_PREFIX = {
   delivery: 'dlv',
   attempt: 'att',
   operation: 'op',
+  portalSession: 'ps',
 } as const;
 
 export type IdKind = keyof typeof ID_PREFIX;

@@ -50,6 +50,8 @@ try {
       '',
       'Create a first API key (in another terminal):',
       '  npm run cli -- keys create --project my-project --services webhooks',
+      "Then open that project's customer portal with the link this prints:",
+      '  npm run cli -- portal link --project my-project',
       'Press Ctrl-C to stop.',
       '',
     ];

@@ -181,6 +181,7 @@ export async function startService(config: Config, role: Role, logger: Logger): 
         logger,
         metrics,
         sdkMetricsUrl,
+        publicUrl: config.http.publicUrl,
       });
       const server = await startHttpServer(app.fetch, { port: config.http.port, host: config.http.host });
       closer.add('HTTP server', () => new Promise((resolve) => server.close(() => resolve(undefined))));

@@ -4,7 +4,8 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase, type DatabaseHandle } from '../src/db/client.ts';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../src/db/embedded.ts';
-import { authenticateToken } from '../src/db/queries/api-keys.ts';
+import { authenticateToken, createApiKey, revokeApiKey } from '../src/db/queries/api-keys.ts';
+import { redeemPortalLink } from '../src/db/queries/portal-sessions.ts';
 import { runCli, type CliResult } from './support/cli.ts';
 import { freePort } from './support/ports.ts';
 
@@ -15,9 +16,10 @@ let database: DatabaseHandle;
 
 /**
  * Runs the CLI as `npm run cli` does, in embedded mode against PGLITE_PORT (the database this
- * test process serves).
+ * test process serves), with `env` on top.
  */
-const cli = (args: string[], port = pglitePort) => runCli(args, { PGLITE_PORT: String(port), DATA_DIR: tmp });
+const cli = (args: string[], port = pglitePort, env: Record<string, string> = {}) =>
+  runCli(args, { PGLITE_PORT: String(port), DATA_DIR: tmp, ...env });
 
 function expectOneLineError(result: CliResult, pattern: RegExp): void {
   expect(result.code).toBe(1);
@@ -113,5 +115,45 @@ describe('the keys CLI against the embedded database', { timeout: 120_000 }, () 
 
   it('checks its arguments before connecting, so a mistake is reported even with no database', async () => {
     expectOneLineError(await cli(['keys', 'create', '--services', 'webhooks'], await freePort()), /--project is required/);
+  });
+});
+
+describe('portal link against the embedded database', { timeout: 120_000 }, () => {
+  it("mints a one-time link acting as the project's newest webhooks key, on the CLI's API URL", async () => {
+    await createApiKey(database.db, { projectId: 'acme', services: ['webhooks'] });
+    const newest = await createApiKey(database.db, { projectId: 'acme', services: ['webhooks'] });
+    await createApiKey(database.db, { projectId: 'acme', services: ['billing'] });
+    const result = await cli(['portal', 'link', '--project', 'acme', '--json'], pglitePort, { PORT: '8099' });
+    expect(result.stderr).toBe('');
+    expect(result.code).toBe(0);
+    const link = JSON.parse(result.stdout) as { id: string; url: string; expires_at: string; api_key_id: string };
+    expect(link.api_key_id).toBe(newest.key.id);
+    expect(link.url).toMatch(/^http:\/\/127\.0\.0\.1:8099\/portal\/enter\?token=plt_[0-9a-z]{26}_[A-Za-z0-9_-]{43}$/);
+    const token = new URL(link.url).searchParams.get('token')!;
+    const opened = await redeemPortalLink(database.db, token);
+    expect(opened?.session).toMatchObject({ id: link.id, projectId: 'acme', apiKeyId: newest.key.id });
+    expect(await redeemPortalLink(database.db, token)).toBeUndefined();
+  });
+
+  it('uses PUBLIC_URL and the key named with --key, and prints the link for a person', async () => {
+    const named = await createApiKey(database.db, { projectId: 'globex', services: ['webhooks'] });
+    await createApiKey(database.db, { projectId: 'globex', services: ['webhooks'] });
+    const result = await cli(['portal', 'link', '--project', 'globex', '--key', named.key.id], pglitePort, { PUBLIC_URL: 'https://hooks.example.com' });
+    expect(result.code).toBe(0);
+    expect(result.stdout).toContain(`acting as API key ${named.key.id}`);
+    expect(result.stdout).toMatch(/\n {2}https:\/\/hooks\.example\.com\/portal\/enter\?token=plt_/);
+  });
+
+  it('refuses, in one line, a project without a usable key, a revoked or foreign --key, and a missing --project', async () => {
+    expectOneLineError(await cli(['portal', 'link', '--project', 'nobody']), /project nobody has no active API key with the webhooks service; create one with: keys create --project nobody --services webhooks/);
+    const revoked = await createApiKey(database.db, { projectId: 'initech', services: ['webhooks'] });
+    await revokeApiKey(database.db, revoked.key.id);
+    expectOneLineError(await cli(['portal', 'link', '--project', 'initech', '--key', revoked.key.id]), /is not an active API key of project initech/);
+    const foreign = await createApiKey(database.db, { projectId: 'other', services: ['webhooks'] });
+    expectOneLineError(await cli(['portal', 'link', '--project', 'initech', '--key', foreign.key.id]), /is not an active API key of project initech/);
+    expectOneLineError(await cli(['portal', 'link']), /--project is required/);
+    const usage = await cli(['portal']);
+    expect(usage.code).toBe(1);
+    expect(usage.stderr).toMatch(/usage:\n {2}portal link --project <id>/);
   });
 });

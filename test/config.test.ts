@@ -107,6 +107,13 @@ describe('parseConfig', () => {
     expect(config.delivery).toEqual({ timeoutMs: 5000, allowPrivateTargets: true, caFile: '/etc/ca.pem' });
   });
 
+  it('reads PUBLIC_URL as an origin, and refuses one with a path or another scheme, naming it', () => {
+    expect(parseConfig({ PUBLIC_URL: 'https://Webhooks.Example.com/' }).http.publicUrl).toBe('https://webhooks.example.com');
+    expect(parseConfig({ PUBLIC_URL: '' }).http.publicUrl).toBeUndefined();
+    expect(configError({ PUBLIC_URL: 'https://example.com/portal' }).message).toMatch(/PUBLIC_URL: must be an origin without a path/);
+    expect(configError({ PUBLIC_URL: 'ftp://example.com' }).message).toMatch(/PUBLIC_URL: must be an http\(s\) origin/);
+  });
+
   it('accepts a bracketed IPv6 TEMPORAL_ADDRESS', () => {
     expect(parseConfig({ TEMPORAL_ADDRESS: '[::1]:7233' }).temporal.address).toBe('[::1]:7233');
   });

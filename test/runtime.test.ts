@@ -7,6 +7,7 @@ import { Connection } from '@temporalio/client';
 import postgres from 'postgres';
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
 import { EMBEDDED_LOCK_FILE, startEmbeddedPostgres } from '../src/db/embedded.ts';
+import { launchChromium } from './support/browser.ts';
 import { freePort } from './support/ports.ts';
 import { serviceNodeFlags } from './support/service-command.ts';
 
@@ -181,7 +182,7 @@ afterAll(async () => {
 
 describe('the one-command runtime (`npm start`)', () => {
   it(
-    'serves the API and the Temporal UI, accepts a CLI key, stops cleanly on SIGTERM and on Ctrl-C, and keeps its data',
+    'serves the API, the customer portal and the Temporal UI, accepts a CLI key, stops cleanly on SIGTERM and on Ctrl-C, and keeps its data',
     async () => {
       const dataDir = path.join(tmp, 'service');
       const ports = await freePorts();
@@ -212,6 +213,21 @@ describe('the one-command runtime (`npm start`)', () => {
       expect(createResponse.status).toBe(201);
       const webhook = ((await createResponse.json()) as { data: { id: string; project_id: string } }).data;
       expect(webhook.project_id).toBe('p1');
+
+      // The customer portal, from a CLI link, in Chromium.
+      const linked = await runCli(env, ['portal', 'link', '--project', 'p1', '--json']);
+      expect(linked.code).toBe(0);
+      const link = JSON.parse(linked.stdout) as { url: string };
+      expect(link.url.startsWith(`${api}/portal/enter?token=`)).toBe(true);
+      const browser = await launchChromium();
+      try {
+        const page = await browser.newPage();
+        await page.goto(link.url);
+        expect(page.url()).toBe(`${api}/portal`);
+        await expect(page.locator('tbody').textContent()).resolves.toContain('https://example.com/hooks');
+      } finally {
+        await browser.close();
+      }
 
       first.child.kill('SIGTERM');
       expect(await waitForExit(first)).toEqual({ code: 0, signal: null });

@@ -19,10 +19,12 @@ function bearerToken(header: string | undefined): string {
   return match[1]!;
 }
 
-/** Spec section 5: a valid, active API key with the `webhooks` service enabled. */
+/**
+ * Spec section 5: a valid, active API key with the `webhooks` service enabled. A portal
+ * session's in-process call brings its key along instead of a token; the same checks apply.
+ */
 export const requireApiKey = createMiddleware<AppEnv>(async (c, next) => {
-  const token = bearerToken(c.req.header('Authorization'));
-  const key = await authenticateToken(c.var.deps.db, token);
+  const key = c.env?.portalApiKey ?? (await authenticateToken(c.var.deps.db, bearerToken(c.req.header('Authorization'))));
   if (!key || key.revokedAt) throw new ApiError('invalid_api_key', 'API key is unknown or revoked');
   if (key.services.length === 0) throw new ApiError('invalid_api_key', 'API key has no services enabled');
   if (!key.services.includes(WEBHOOKS_SERVICE)) {

@@ -18,10 +18,18 @@ export interface AppDeps {
   metrics: Metrics;
   /** The Temporal SDK's Prometheus exporter, when this process runs a worker. */
   sdkMetricsUrl?: string | undefined;
+  /** The origin customers reach the service at (PUBLIC_URL), for portal links; the request's origin when unset. */
+  publicUrl?: string | undefined;
 }
 
 /** Hono environment shared by every router. */
 export interface AppEnv {
+  /**
+   * What an in-process caller hands to `app.fetch`: the customer portal calls the API as the
+   * API key its session acts for. Requests from the network never carry it (the HTTP server
+   * passes its own bindings).
+   */
+  Bindings: { portalApiKey?: ApiKeyRow };
   Variables: {
     requestId: string;
     deps: AppDeps;

@@ -1,6 +1,6 @@
 import { z } from '@hono/zod-openapi';
 import { DELIVERY_STATUSES, OPERATION_STATUSES } from '../db/schema.ts';
-import { isReservedHeaderName } from '../delivery/notification.ts';
+import { isReservedHeaderName, RESERVED_HEADER_NAMES, RESERVED_HEADER_PREFIX } from '../delivery/notification.ts';
 import { EVENT_KINDS } from '../events/schema.ts';
 
 const MAX_URL_LENGTH = 2048;
@@ -8,8 +8,44 @@ const MAX_CUSTOM_HEADERS = 20;
 const MAX_CUSTOM_HEADER_BYTES = 8 * 1024;
 const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
+/** A pattern matching, in any letter case, the header names the service sets itself. */
+const RESERVED_HEADER_PATTERN = (() => {
+  // Letters as [Xx] (JSON Schema patterns have no flags); the names hold only letters and hyphens.
+  const caseless = (text: string) => text.replace(/[a-z]/g, (letter) => `[${letter.toUpperCase()}${letter}]`);
+  return `^(?:${[...RESERVED_HEADER_NAMES].map(caseless).join('|')}|${caseless(RESERVED_HEADER_PREFIX)}.*)$`;
+})();
 
-/** An absolute https URL without user-info (spec 4.3 rule 1). */
+// The grammar of a webhook URL, shared by the server's check and the document's `pattern` so the two
+// accept the same strings: an https URI (RFC 3986) of ASCII characters whose host is a DNS name (its
+// last label starting with a letter, so it is not read as an IPv4 address), a dotted-decimal IPv4
+// address or an [IPv6] literal, an optional port up to 65535, then path, query and fragment, anything
+// else percent-encoded. Every such string is also a URL Node's parser accepts (which a looser
+// grammar cannot promise: `https://1.2.3.999`, `https://a:70000` or `https://[v1.x]` are URIs it
+// refuses), save a label starting `xn--` that is not valid Punycode.
+const DEC_OCTET = '(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])';
+const IPV4 = `(?:${DEC_OCTET}\\.){3}${DEC_OCTET}`;
+const H16 = '[0-9A-Fa-f]{1,4}';
+const LS32 = `(?:${H16}:${H16}|${IPV4})`;
+const IPV6 = [
+  `(?:${H16}:){6}${LS32}`,
+  `::(?:${H16}:){5}${LS32}`,
+  `(?:${H16})?::(?:${H16}:){4}${LS32}`,
+  `(?:(?:${H16}:){0,1}${H16})?::(?:${H16}:){3}${LS32}`,
+  `(?:(?:${H16}:){0,2}${H16})?::(?:${H16}:){2}${LS32}`,
+  `(?:(?:${H16}:){0,3}${H16})?::${H16}:${LS32}`,
+  `(?:(?:${H16}:){0,4}${H16})?::${LS32}`,
+  `(?:(?:${H16}:){0,5}${H16})?::${H16}`,
+  `(?:(?:${H16}:){0,6}${H16})?::`,
+].join('|');
+const DNS_NAME = '(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?\\.)*[A-Za-z](?:[A-Za-z0-9-]*[A-Za-z0-9])?\\.?';
+const PORT = '[0-9]{0,4}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]';
+const PCHAR = "[A-Za-z0-9._~!$&'()*+,;=:@-]|%[0-9A-Fa-f]{2}";
+const WEBHOOK_URL_PATTERN =
+  `^https://(?:${DNS_NAME}|${IPV4}|\\[(?:${IPV6})\\])(?::(?:${PORT}))?` +
+  `(?:/(?:${PCHAR}|/)*)?(?:\\?(?:${PCHAR}|[/?])*)?(?:#(?:${PCHAR}|[/?])*)?$`;
+const WEBHOOK_URL = new RegExp(WEBHOOK_URL_PATTERN);
+
+/** An absolute https URL without user-info (spec 4.3 rule 1), in the grammar above. */
 export const WebhookUrlSchema = z
   .string()
   .max(MAX_URL_LENGTH, `must be at most ${MAX_URL_LENGTH} characters`)
@@ -28,12 +64,21 @@ export const WebhookUrlSchema = z
     if (url.protocol !== 'https:') ctx.addIssue({ code: 'custom', message: 'must use https' });
     else if (url.username || url.password) ctx.addIssue({ code: 'custom', message: 'must not contain user-info' });
     else if (!url.hostname) ctx.addIssue({ code: 'custom', message: 'must name a host' });
+    else if (!WEBHOOK_URL.test(value)) {
+      ctx.addIssue({
+        code: 'custom',
+        message: 'must be an https URI in ASCII: a DNS name, IPv4 or [IPv6] address as host, other characters percent-encoded',
+      });
+    }
   })
   .openapi({
     example: 'https://example.com/webhooks',
-    description: 'HTTPS endpoint receiving events: an absolute https URL, without user-info or spaces',
+    description:
+      'HTTPS endpoint receiving events: an absolute https URI of ASCII characters, without user-info; the host a DNS name ' +
+      '(an internationalized one in its xn-- Punycode form), an IPv4 address or an [IPv6] address; other characters ' +
+      'percent-encoded',
     format: 'uri',
-    pattern: '^https://[^\\u0000-\\u0020\\u007f@/?#]+(?:[/?#][^\\u0000-\\u0020\\u007f]*)?$',
+    pattern: WEBHOOK_URL_PATTERN,
   });
 
 export const EventListSchema = z
@@ -74,7 +119,7 @@ export const CustomHeadersSchema = z
   .openapi({
     example: { 'X-Customer-Tag': 'prod' },
     maxProperties: MAX_CUSTOM_HEADERS,
-    propertyNames: { pattern: HEADER_NAME.source },
+    propertyNames: { pattern: HEADER_NAME.source, not: { pattern: RESERVED_HEADER_PATTERN } },
     additionalProperties: { type: 'string', pattern: HEADER_VALUE.source },
     description:
       `At most ${MAX_CUSTOM_HEADERS} headers and ${MAX_CUSTOM_HEADER_BYTES} bytes of names and values; names are case-insensitive ` +
@@ -223,7 +268,7 @@ export const BulkRetryBodySchema = z
       .refine((statuses) => new Set(statuses).size === statuses.length, 'must not repeat a status')
       .optional()
       .openapi({ description: 'Statuses of the deliveries to retry; default `["dead_letter"]`', uniqueItems: true, example: ['dead_letter'] }),
-    since: isoTimestamp.optional().openapi({ description: 'Deliveries created at or after this instant', example: '2026-11-22T10:00:00Z' }),
+    since: isoTimestamp.optional().openapi({ description: 'Deliveries created at or after this instant; must be before `until`', example: '2026-11-22T10:00:00Z' }),
     until: isoTimestamp.optional().openapi({ description: 'Deliveries created before this instant (default and at most: now)' }),
   })
   .refine((body) => !body.since || !body.until || Date.parse(body.since) < Date.parse(body.until), {

@@ -3,6 +3,7 @@ import { ConfigError, loadConfig } from '../config.ts';
 import { eventsCommand } from './events.ts';
 import { keysCommand } from './keys.ts';
 import { listenCommand } from './listen.ts';
+import { portalCommand } from './portal.ts';
 import { deliveriesCommand, operationsCommand, webhooksCommand } from './resources.ts';
 import { retentionCommand } from './retention.ts';
 import { secretsCommand } from './secrets.ts';
@@ -14,6 +15,7 @@ admin (direct database access; embedded mode needs \`npm start\` running, else D
   keys create --project <id> --services webhooks[,...] [--name <text>]   create an API key (token shown once)
   keys list [--project <id>]                                             list API keys
   keys revoke <key id>                                                   revoke an API key
+  portal link --project <id> [--key <key id>]                            a one-time customer portal link (opens once, within 10 min)
   events publish --project <id> --data-file <file> [--id <key>]          publish a docauth.completed event
   events purge --project <id> (--id <key> | --request-id <id>)           erase events' data (data-subject request)
   retention run [--older-than <duration>]                                delete what is past the retention period now
@@ -35,6 +37,7 @@ const commands: Record<string, (config: ReturnType<typeof loadConfig>, args: str
   deliveries: deliveriesCommand,
   operations: operationsCommand,
   listen: listenCommand,
+  portal: portalCommand,
   secrets: secretsCommand,
   retention: retentionCommand,
 };

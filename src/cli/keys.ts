@@ -9,7 +9,8 @@ const USAGE = `usage:
   keys list [--project <id>] [--json]
   keys revoke <key id> [--json]`;
 
-const PROJECT_ID = /^[A-Za-z0-9._:@-]{1,128}$/;
+/** What a project id may be (as the producers' door says). */
+export const PROJECT_ID = /^[A-Za-z0-9._:@-]{1,128}$/;
 
 /** `keys create|list|revoke`: manage API keys directly in the database. */
 export async function keysCommand(config: Config, args: string[]): Promise<void> {

@@ -57,6 +57,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api-gateway/v2/webhooks/{id}/test-events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a sample docauth.completed to this webhook only
+         * @description A real event with made-up data (its request_id starts with test_): stored, signed, retried and listed like any other delivery. The webhook must be active.
+         */
+        post: operations["sendTestEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api-gateway/v2/webhooks/{id}/deliveries": {
         parameters: {
             query?: never;
@@ -160,6 +180,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api-gateway/v2/portal/sessions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Mint a one-time link to the customer portal of the API key's project
+         * @description The portal shows the project's webhooks and deliveries in a browser and acts as this API key, under the same rules as the API. Hand the link to your customer (redirect their browser to it); it opens once, within ten minutes, and the session ends after an hour or when the key is revoked.
+         */
+        post: operations["createPortalSession"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/internal/v1/events": {
         parameters: {
             query?: never;
@@ -243,7 +283,7 @@ export interface components {
             api_key_id: string;
             /**
              * Format: uri
-             * @description HTTPS endpoint receiving events: an absolute https URL, without user-info or spaces
+             * @description HTTPS endpoint receiving events: an absolute https URI of ASCII characters, without user-info; the host a DNS name (an internationalized one in its xn-- Punycode form), an IPv4 address or an [IPv6] address; other characters percent-encoded
              * @example https://example.com/webhooks
              */
             url: string;
@@ -340,7 +380,7 @@ export interface components {
         UpdateWebhook: {
             /**
              * Format: uri
-             * @description HTTPS endpoint receiving events: an absolute https URL, without user-info or spaces
+             * @description HTTPS endpoint receiving events: an absolute https URI of ASCII characters, without user-info; the host a DNS name (an internationalized one in its xn-- Punycode form), an IPv4 address or an [IPv6] address; other characters percent-encoded
              * @example https://example.com/webhooks
              */
             url?: string;
@@ -365,6 +405,10 @@ export interface components {
         RotatedSecret: {
             id: string;
             secret: string;
+        };
+        TestEvent: {
+            event_id: string;
+            delivery_id: string;
         };
         Delivery: {
             /** @example dlv_01jd3k6v8x0f5r7k2m9q4t1w3y */
@@ -428,7 +472,7 @@ export interface components {
             status?: ("failed" | "dead_letter")[];
             /**
              * Format: date-time
-             * @description Deliveries created at or after this instant
+             * @description Deliveries created at or after this instant; must be before `until`
              * @example 2026-11-22T10:00:00Z
              */
             since?: string;
@@ -449,6 +493,20 @@ export interface components {
             retried: number;
             /** @description Matched deliveries that had moved on by themselves when reached */
             skipped: number;
+        };
+        PortalLink: {
+            /** @example ps_01jd3k5v8ex6m3s4bq9z7w2y1c */
+            id: string;
+            /**
+             * Format: uri
+             * @description Open once, within expires_at, in the browser of the person who manages the webhooks; it becomes a one-hour session
+             */
+            url: string;
+            /**
+             * Format: date-time
+             * @description Until when the link can be opened
+             */
+            expires_at: string;
         };
         PublishedEvent: {
             event_id: string;
@@ -815,6 +873,68 @@ export interface operations {
             };
         };
     };
+    sendTestEvent: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Accepted: the delivery is stored and its workflow started */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["TestEvent"];
+                        message: string;
+                        meta: components["schemas"]["Meta"];
+                    };
+                };
+            };
+            /** @description invalid_api_key / unauthorized: missing, malformed, unknown or revoked credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description service_not_enabled / forbidden: the key lacks the service, or the resource is another project's */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_found: no such webhook or delivery */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description conflict: the delivery is not in a retryable status, or the webhook is disabled (test events) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     listDeliveries: {
         parameters: {
             query?: {
@@ -1042,7 +1162,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description conflict: the delivery is not in a retryable status */
+            /** @description conflict: the delivery is not in a retryable status, or the webhook is disabled (test events) */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -1218,6 +1338,48 @@ export interface operations {
             };
             /** @description not_found: no such webhook or delivery */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    createPortalSession: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The link, shown once */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["PortalLink"];
+                        message: string;
+                        meta: components["schemas"]["Meta"];
+                    };
+                };
+            };
+            /** @description invalid_api_key / unauthorized: missing, malformed, unknown or revoked credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description service_not_enabled / forbidden: the key lacks the service, or the resource is another project's */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -221,7 +221,36 @@ export const operationDeliveries = pgTable(
   ],
 );
 
+/**
+ * Customer portal sessions. A session starts as a one-time link minted for an API key's
+ * project and becomes a browser session when the link is opened. Only SHA-256 hashes of the
+ * link's and the cookie's secrets are stored.
+ */
+export const portalSessions = pgTable(
+  'portal_sessions',
+  {
+    id: text('id').primaryKey(),
+    projectId: text('project_id').notNull(),
+    /** The key the session acts as: the portal calls the API with its rights, and ends when it is revoked. */
+    apiKeyId: text('api_key_id')
+      .notNull()
+      .references(() => apiKeys.id, { onDelete: 'cascade' }),
+    linkHash: text('link_hash').notNull(),
+    linkExpiresAt: timestamp('link_expires_at', { withTimezone: true, mode: 'date' }).notNull(),
+    /** When the link was opened (null: not yet); a link opens once. */
+    redeemedAt: timestamp('redeemed_at', { withTimezone: true, mode: 'date' }),
+    sessionHash: text('session_hash'),
+    /** End of the browser session: the link's expiry until it is opened, then its opening plus the session length. */
+    expiresAt: timestamp('expires_at', { withTimezone: true, mode: 'date' }).notNull(),
+    /** Signed out (null: not signed out). */
+    endedAt: timestamp('ended_at', { withTimezone: true, mode: 'date' }),
+    createdAt: createdAt(),
+  },
+  (table) => [index('portal_sessions_project_expires_idx').on(table.projectId, table.expiresAt)],
+);
+
 export type ApiKeyRow = typeof apiKeys.$inferSelect;
+export type PortalSessionRow = typeof portalSessions.$inferSelect;
 export type OperationRow = typeof operations.$inferSelect;
 export type WebhookRow = typeof webhooks.$inferSelect;
 export type EventRow = typeof events.$inferSelect;

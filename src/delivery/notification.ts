@@ -25,12 +25,14 @@ export function buildNotificationBody(source: NotificationSource): string {
   });
 }
 
-const RESERVED_HEADER_NAMES = new Set(['content-type', 'content-length', 'host', 'transfer-encoding', 'connection']);
+/** Header names the service sets itself (lower case), besides those starting {@link RESERVED_HEADER_PREFIX}. */
+export const RESERVED_HEADER_NAMES: ReadonlySet<string> = new Set(['content-type', 'content-length', 'host', 'transfer-encoding', 'connection']);
+export const RESERVED_HEADER_PREFIX = 'x-service-';
 
 /** Whether a header name is one the service sets itself (never a custom header). */
 export function isReservedHeaderName(name: string): boolean {
   const lower = name.toLowerCase();
-  return RESERVED_HEADER_NAMES.has(lower) || lower.startsWith('x-service-');
+  return RESERVED_HEADER_NAMES.has(lower) || lower.startsWith(RESERVED_HEADER_PREFIX);
 }
 
 /**

@@ -3,6 +3,7 @@ import { markEventDispatched, recordEvent, type DeliveryTarget } from '../db/que
 import type { EventRow } from '../db/schema.ts';
 import type { SecretBox } from '../secrets.ts';
 import type { DeliveryScheduler } from '../temporal/scheduler.ts';
+import { sampleDocauthCompleted } from './sample.ts';
 import type { PublishEventInput } from './schema.ts';
 
 /** What {@link publishEvent} needs: the database, the delivery scheduler, and the key ring that seals payloads. */
@@ -39,13 +40,14 @@ export async function dispatchEvent(
  * between, the worker's outbox sweep starts the missing workflows; publishing again with
  * the same `id` returns the same ids and creates nothing new.
  */
-export async function publishEvent(deps: PublishDeps, input: PublishEventInput): Promise<PublishedEvent> {
+export async function publishEvent(deps: PublishDeps, input: PublishEventInput, onlyWebhookId?: string): Promise<PublishedEvent> {
   const recorded = await recordEvent(deps.db, deps.secretBox, {
     projectId: input.project_id,
     producerEventId: input.id,
     event: input.event,
     occurredAt: input.occurred_at ? new Date(input.occurred_at) : new Date(),
     payload: input.data,
+    onlyWebhookId,
   });
   if (recorded.created || !recorded.event.dispatchedAt) {
     await dispatchEvent(deps, recorded.event, recorded.deliveries);
@@ -55,4 +57,13 @@ export async function publishEvent(deps: PublishDeps, input: PublishEventInput):
     deliveryIds: recorded.deliveries.map((target) => target.deliveryId),
     created: recorded.created,
   };
+}
+
+/**
+ * Publishes a sample `docauth.completed` to one webhook of `projectId` only: a real event,
+ * stored, signed and retried like any other. No delivery is made when the webhook is not
+ * active.
+ */
+export async function publishTestEvent(deps: PublishDeps, projectId: string, webhookId: string): Promise<PublishedEvent> {
+  return publishEvent(deps, { project_id: projectId, event: 'docauth.completed', data: sampleDocauthCompleted() }, webhookId);
 }

@@ -6,27 +6,40 @@ export type EventKind = (typeof EVENT_KINDS)[number];
 
 const isoTimestamp = z.iso.datetime({ offset: true, message: 'must be an ISO 8601 timestamp' });
 const isoDate = z.iso.date({ message: 'must be a date (YYYY-MM-DD)' });
-/** Text Postgres can store: well-formed Unicode without NUL. */
-const text = z
-  .string()
-  .max(1024)
-  .refine((value) => value.isWellFormed() && !value.includes('\u0000'), 'must be valid Unicode text without NUL characters');
+/**
+ * Text Postgres can store: well-formed Unicode without NUL, of `min` to `max` characters counted
+ * as JSON Schema counts them (code points, so an emoji is one, not two UTF-16 units as `.length`
+ * counts it). The document states the bounds and the NUL rule, so what it promises is accepted.
+ */
+const text = (max = 1024, min = 0) =>
+  z
+    .string()
+    .superRefine((value, ctx) => {
+      if (!value.isWellFormed() || value.includes('\u0000')) {
+        ctx.addIssue({ code: 'custom', message: 'must be valid Unicode text without NUL characters' });
+        return;
+      }
+      const length = [...value].length;
+      if (length < min) ctx.addIssue({ code: 'custom', message: `must be at least ${min} character${min === 1 ? '' : 's'}` });
+      if (length > max) ctx.addIssue({ code: 'custom', message: `must be at most ${max} characters` });
+    })
+    .openapi({ ...(min > 0 && { minLength: min }), maxLength: max, pattern: '^[^\\u0000]*$' });
 
 /** `docauth_info` (spec 6.2): every field seen in the payload, all optional strings. */
 export const DocauthInfoSchema = z
   .strictObject({
-    document_type: text,
-    country_code: text,
-    nationality_code: text,
-    nationality_name: text,
-    sex: text,
-    first_name: text,
-    father_name: text,
-    last_name: text,
+    document_type: text(),
+    country_code: text(),
+    nationality_code: text(),
+    nationality_name: text(),
+    sex: text(),
+    first_name: text(),
+    father_name: text(),
+    last_name: text(),
     expiry_date: isoDate,
-    document_number: text,
+    document_number: text(),
     birth_date: isoDate,
-    current_result: text,
+    current_result: text(),
   })
   .partial()
   .openapi('DocauthInfo');
@@ -34,8 +47,8 @@ export const DocauthInfoSchema = z
 /** The `data` object of a `docauth.completed` notification (spec 6.2). */
 export const DocauthCompletedDataSchema = z
   .strictObject({
-    request_id: text.pipe(z.string().min(1).max(256)),
-    session_id: text.pipe(z.string().min(1).max(256)).optional(),
+    request_id: text(256, 1),
+    session_id: text(256, 1).optional(),
     result: z.enum(['pass', 'fail']),
     docauth_info: DocauthInfoSchema,
     processed_at: isoTimestamp,

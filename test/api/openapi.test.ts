@@ -152,7 +152,7 @@ beforeAll(async () => {
 afterAll(() => h.stop());
 
 describe('the OpenAPI document', () => {
-  it('is OpenAPI 3.1 and documents exactly the v2 operations, delivery inspection, bulk operations and the producer door', () => {
+  it('is OpenAPI 3.1 and documents exactly the v2 operations, delivery inspection, bulk operations, test events, portal links and the producer door', () => {
     expect(doc.openapi).toBe('3.1.0');
     const operations = Object.fromEntries(
       Object.entries(doc.paths).map(([path, methods]) => [path, Object.keys(methods).sort()]),
@@ -167,6 +167,8 @@ describe('the OpenAPI document', () => {
       [`${BASE}/webhooks/{id}/deliveries/{delivery_id}/retry`]: ['post'],
       [`${BASE}/webhooks/{id}/deliveries/retry`]: ['post'],
       [`${BASE}/webhooks/{id}/operations/{operation_id}`]: ['delete', 'get'],
+      [`${BASE}/webhooks/{id}/test-events`]: ['post'],
+      [`${BASE}/portal/sessions`]: ['post'],
       '/internal/v1/events': ['post'],
     });
   });
@@ -269,7 +271,8 @@ describe('operation ids and links', () => {
     expect(created.status).toBe(201);
     await h.publish({ project_id: key.projectId, event: 'docauth.completed', data: docauthData() });
     const byId = new Map(operations().map((entry) => [entry.operation.operationId, entry]));
-    const bodies: Record<string, unknown> = { updateWebhook: { status: 'disabled' }, retryDeliveries: {} };
+    // The update leaves the webhook active, so the test event the walk reaches is accepted.
+    const bodies: Record<string, unknown> = { updateWebhook: { headers: { 'X-Walked': 'yes' } }, retryDeliveries: {} };
     const reached: Record<string, number> = {};
     // Breadth-first over the links, deleting last so the other operations find the webhook.
     const queue: { from: string; requestPath: Record<string, string>; response: TestResponse }[] = [
@@ -346,12 +349,18 @@ describe('request constraints the server enforces, stated in the document', () =
     const urlPattern = new RegExp(url['pattern'] as string);
     expect(['https://example.com/x', 'https://[::1]:8443/h?x=1', 'https://example.com/a@b'].every((value) => urlPattern.test(value))).toBe(true);
     expect(['http://example.com', 'https://user@example.com', 'https://example.com/a b'].some((value) => urlPattern.test(value))).toBe(false);
+    // The server checks the same grammar: an internationalized host only in its Punycode form.
+    expect([urlPattern.test('https://xn--bcher-kva.example/'), urlPattern.test('https://bücher.example/')]).toEqual([true, false]);
+    const reservedName = new RegExp((headers['propertyNames'] as { not: { pattern: string } }).not.pattern);
+    expect(['Host', 'content-TYPE', 'X-Service-Signature', 'X-Customer-Tag'].map((name) => reservedName.test(name))).toEqual([true, true, true, false]);
 
     // And the server refuses what the document rules out.
     const refused = [
       { api_key_id: key.id, url: 'https://example.com/x', events: ['docauth.completed', 'docauth.completed'] },
       { api_key_id: key.id, url: 'https://example.com/x', events: ['docauth.completed'], headers: Object.fromEntries(Array.from({ length: 21 }, (_, i) => [`X-H${i}`, 'v'])) },
       { api_key_id: key.id, url: 'https://example.com/x', events: ['docauth.completed'], headers: { 'Bad Name': 'v' } },
+      { api_key_id: key.id, url: 'https://example.com/x', events: ['docauth.completed'], headers: { HOST: 'v' } },
+      { api_key_id: key.id, url: 'https://bücher.example/', events: ['docauth.completed'] },
     ];
     for (const body of refused) {
       const response = await h.request('POST', `${BASE}/webhooks`, { token: key.token, body });

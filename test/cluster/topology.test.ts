@@ -1,7 +1,8 @@
 /**
  * `npm run cluster`: the production topology (PostgreSQL, the Temporal server on it, the Web UI,
  * two API and two worker replicas, each its own process) brought up, used end to end through
- * both API replicas, taken down and brought up again on its data.
+ * both API replicas (the API, and the customer portal in Chromium), taken down and brought up
+ * again on its data.
  */
 import { Client, Connection } from '@temporalio/client';
 import { execFile } from 'node:child_process';
@@ -13,6 +14,7 @@ import { boundPorts, type ClusterLayout } from '../../src/cluster/layout.ts';
 import { portIsFree, processStartTime } from '../../src/cluster/processes.ts';
 import { verifyWebhook } from '../../src/receiver/index.ts';
 import { randomToken } from '../../src/secrets.ts';
+import { launchChromium } from '../support/browser.ts';
 import { startClusterTopology, type ClusterHandle } from '../support/cluster.ts';
 import { docauthData } from '../support/event-data.ts';
 import { call as httpCall, type HttpAnswer } from '../support/http.ts';
@@ -241,6 +243,35 @@ describe('npm run cluster', () => {
     expect(delivered.attempt_count).toBe(6);
     const last = requestsFor(deliveryOf.deadLettered).at(-1)!;
     expect(verifyWebhook({ rawBody: last.rawBody, headers: last.headers, secret }).id).toBe(deliveryOf.deadLettered);
+  });
+
+  it('serves the customer portal on every API replica: a CLI link opened on one, used on the other, in Chromium', async () => {
+    const [api0, api1] = cluster.status.api as [string, string];
+    receiver.behave(() => ({ status: 200 }));
+    const { stdout } = await run('npm', ['run', '--silent', 'cli', '--', 'portal', 'link', '--project', projectId, '--json'], {
+      cwd: path.resolve(import.meta.dirname, '../..'),
+      env: { ...cluster.env, DATABASE_URL: cluster.status.postgres, WEBHOOKS_API_URL: api0 },
+    });
+    const link = JSON.parse(stdout) as { url: string; api_key_id: string };
+    expect(link.url.startsWith(`${api0}/portal/enter?token=plt_`)).toBe(true);
+    expect(link.api_key_id).toBe(apiKeyId);
+
+    const browser = await launchChromium();
+    try {
+      const page = await browser.newPage();
+      await page.goto(link.url);
+      expect(page.url()).toBe(`${api0}/portal`);
+      // The session lives in the database: the other replica knows it (cookies are per host, not per port).
+      await page.goto(`${api1}/portal/webhooks/${webhookId}`);
+      await expect(page.locator('h1').textContent()).resolves.toBe(receiver.url);
+      await page.getByRole('button', { name: 'Send test event' }).click();
+      await page.locator('#delivery .badge-delivered').waitFor({ timeout: 60_000 });
+      const deliveryId = /deliveries\/(dlv_[0-9a-z]{26})/.exec(page.url())![1]!;
+      const [request] = requestsFor(deliveryId);
+      expect(verifyWebhook({ rawBody: request!.rawBody, headers: request!.headers, secret }).data.request_id).toMatch(/^test_/);
+    } finally {
+      await browser.close();
+    }
   });
 
   it('stops everything with down: no process left, no port bound', async () => {

@@ -36,7 +36,7 @@ export const success = <T extends z.ZodType>(schema: T, description: string, lin
 /** Link parameters of the operations on one webhook, its id taken from `idExpression`. */
 export const webhookLinks = (idExpression: string): Record<string, LinkParameters> =>
   Object.fromEntries(
-    ['getWebhook', 'updateWebhook', 'deleteWebhook', 'rotateWebhookSecret', 'listDeliveries', 'retryDeliveries'].map((operationId) => [
+    ['getWebhook', 'updateWebhook', 'deleteWebhook', 'rotateWebhookSecret', 'sendTestEvent', 'listDeliveries', 'retryDeliveries'].map((operationId) => [
       operationId,
       { id: idExpression },
     ]),
@@ -47,7 +47,7 @@ const ERROR_DESCRIPTIONS: Record<number, string> = {
   401: 'invalid_api_key / unauthorized: missing, malformed, unknown or revoked credential',
   403: 'service_not_enabled / forbidden: the key lacks the service, or the resource is another project\'s',
   404: 'not_found: no such webhook or delivery',
-  409: 'conflict: the delivery is not in a retryable status',
+  409: 'conflict: the delivery is not in a retryable status, or the webhook is disabled (test events)',
   503: 'service_unavailable: a dependency is down; retry later',
 };
 

@@ -15,6 +15,8 @@ export interface NewEvent {
   event: string;
   occurredAt: Date;
   payload: Record<string, unknown>;
+  /** Deliver to this webhook only (a test event), when it is active and subscribed. */
+  onlyWebhookId?: string | undefined;
 }
 
 /** A delivery of an event, with what its workflow is started with. */
@@ -52,7 +54,9 @@ export async function recordEvent(db: Database, box: SecretBox, input: NewEvent)
     createdAt: now,
     dispatchedAt: null,
   };
-  const subscribed = await listSubscribedWebhooks(db, input.projectId, input.event);
+  const subscribed = (await listSubscribedWebhooks(db, input.projectId, input.event)).filter(
+    (webhook) => input.onlyWebhookId === undefined || webhook.id === input.onlyWebhookId,
+  );
   const targets = subscribed.map((webhook) => ({
     deliveryId: newId('delivery', now.getTime()),
     webhookId: webhook.id,

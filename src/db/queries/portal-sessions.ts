@@ -1,0 +1,97 @@
+import { and, eq, gt, isNull, lt } from 'drizzle-orm';
+import type { Database } from '../client.ts';
+import { apiKeys, portalSessions, type ApiKeyRow, type PortalSessionRow } from '../schema.ts';
+import { newId } from '../../ids.ts';
+import { constantTimeEqual, randomToken, sha256Hex } from '../../secrets.ts';
+
+/** How long a minted link can be opened. */
+export const PORTAL_LINK_TTL_MS = 10 * 60_000;
+/** How long a browser session lasts after its link is opened. */
+export const PORTAL_SESSION_TTL_MS = 60 * 60_000;
+
+/** How long finished sessions are kept (for a look at recent sign-ins) before minting deletes them. */
+const FINISHED_SESSION_KEEP_MS = 24 * 60 * 60_000;
+
+const ID_BODY = '[0-9a-hjkmnp-tv-z]{26}';
+const LINK_TOKEN = new RegExp(`^plt_(${ID_BODY})_([A-Za-z0-9_-]{43})$`);
+const SESSION_TOKEN = new RegExp(`^pss_(${ID_BODY})_([A-Za-z0-9_-]{43})$`);
+
+/** A minted link: the session row and the one-time token, which is never stored. */
+export interface MintedPortalLink {
+  session: PortalSessionRow;
+  token: string;
+}
+
+/**
+ * Mints a one-time portal link for the project of `apiKey`, acting as that key. The project's
+ * sessions that ended more than a day ago are deleted on the way, so the table holds only
+ * recent sessions without a sweep of its own.
+ */
+export async function mintPortalLink(db: Database, apiKey: Pick<ApiKeyRow, 'id' | 'projectId'>, now = new Date()): Promise<MintedPortalLink> {
+  const id = newId('portalSession', now.getTime());
+  const secret = randomToken(32);
+  const linkExpiresAt = new Date(now.getTime() + PORTAL_LINK_TTL_MS);
+  await db
+    .delete(portalSessions)
+    .where(and(eq(portalSessions.projectId, apiKey.projectId), lt(portalSessions.expiresAt, new Date(now.getTime() - FINISHED_SESSION_KEEP_MS))));
+  const [session] = await db
+    .insert(portalSessions)
+    .values({
+      id,
+      projectId: apiKey.projectId,
+      apiKeyId: apiKey.id,
+      linkHash: sha256Hex(secret),
+      linkExpiresAt,
+      expiresAt: linkExpiresAt,
+      createdAt: now,
+    })
+    .returning();
+  return { session: session!, token: `plt_${id.slice('ps_'.length)}_${secret}` };
+}
+
+/**
+ * Opens a link: when the token is known, unexpired and not opened before, the session starts
+ * and its cookie token (never stored) is returned. One statement, so a link opens once even
+ * when two requests race for it.
+ */
+export async function redeemPortalLink(db: Database, token: string, now = new Date()): Promise<{ session: PortalSessionRow; sessionToken: string } | undefined> {
+  const match = LINK_TOKEN.exec(token);
+  if (!match) return undefined;
+  const id = `ps_${match[1]}`;
+  const [stored] = await db.select({ linkHash: portalSessions.linkHash }).from(portalSessions).where(eq(portalSessions.id, id));
+  if (!stored || !constantTimeEqual(stored.linkHash, sha256Hex(match[2]!))) return undefined;
+  const secret = randomToken(32);
+  const [session] = await db
+    .update(portalSessions)
+    .set({ redeemedAt: now, sessionHash: sha256Hex(secret), expiresAt: new Date(now.getTime() + PORTAL_SESSION_TTL_MS) })
+    .where(and(eq(portalSessions.id, id), isNull(portalSessions.redeemedAt), gt(portalSessions.linkExpiresAt, now)))
+    .returning();
+  if (!session) return undefined;
+  return { session, sessionToken: `pss_${match[1]}_${secret}` };
+}
+
+/**
+ * The live session a cookie token belongs to, with the API key it acts as: undefined when the
+ * token is unknown, the session expired or ended, or the key was revoked.
+ */
+export async function authenticatePortalSession(
+  db: Database,
+  token: string,
+  now = new Date(),
+): Promise<{ session: PortalSessionRow; apiKey: ApiKeyRow } | undefined> {
+  const match = SESSION_TOKEN.exec(token);
+  if (!match) return undefined;
+  const [row] = await db
+    .select({ session: portalSessions, apiKey: apiKeys })
+    .from(portalSessions)
+    .innerJoin(apiKeys, eq(apiKeys.id, portalSessions.apiKeyId))
+    .where(and(eq(portalSessions.id, `ps_${match[1]}`), isNull(portalSessions.endedAt), gt(portalSessions.expiresAt, now)));
+  if (!row?.session.sessionHash || !constantTimeEqual(row.session.sessionHash, sha256Hex(match[2]!))) return undefined;
+  if (row.apiKey.revokedAt) return undefined;
+  return row;
+}
+
+/** Ends a session (sign out). */
+export async function endPortalSession(db: Database, id: string, now = new Date()): Promise<void> {
+  await db.update(portalSessions).set({ endedAt: now, expiresAt: now }).where(eq(portalSessions.id, id));
+}

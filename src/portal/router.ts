@@ -1,0 +1,103 @@
+import { readFileSync } from 'node:fs';
+import { Hono } from 'hono';
+import { html } from 'hono/html';
+import type { ContentfulStatusCode } from 'hono/utils/http-status';
+import { redeemPortalLink, endPortalSession } from '../db/queries/portal-sessions.ts';
+import type { AppFetch } from './api.ts';
+import type { PortalEnv } from './env.ts';
+import { ApiRefusal, PortalError } from './errors.ts';
+import { PORTAL_BASE } from './link.ts';
+import { pageSession } from './pages.ts';
+import { deliveryPages } from './routes/deliveries.ts';
+import { webhookPages } from './routes/webhooks.ts';
+import { endBrowserSession, requirePortalSession, startBrowserSession } from './session.ts';
+import { page } from './views/layout.ts';
+
+const ASSETS: Record<string, { body: string; type: string }> = Object.fromEntries(
+  [
+    ['portal.css', 'text/css; charset=utf-8'],
+    ['portal.js', 'text/javascript; charset=utf-8'],
+  ].map(([name, type]) => [name, { body: readFileSync(new URL(`./assets/${name}`, import.meta.url), 'utf8'), type: type! }]),
+);
+
+/** Every portal answer: no framing, scripts and styles of the service only, nothing cached or leaked in a referrer. */
+const SECURITY_HEADERS = {
+  'Content-Security-Policy':
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+  'X-Content-Type-Options': 'nosniff',
+  'X-Frame-Options': 'DENY',
+  'Referrer-Policy': 'no-referrer',
+  'Cache-Control': 'no-store',
+};
+
+/** Titles of the API's refusals as the portal shows them. */
+const REFUSAL_TITLES: Record<number, string> = {
+  400: 'That request was refused',
+  401: 'Your portal session has ended',
+  403: 'Not available to this project',
+  404: 'Not found',
+  409: 'Not possible right now',
+};
+
+/**
+ * The customer portal (`/portal`): server-rendered pages over the v2 API. A one-time link
+ * becomes a session cookie; every page and action is an in-process call of the API (through
+ * `appFetch`) as the API key the session acts for, so the API's rules are the portal's.
+ */
+export function portalRouter(appFetch: AppFetch) {
+  const portal = new Hono<PortalEnv>();
+  portal.use(async (c, next) => {
+    await next();
+    for (const [name, value] of Object.entries(SECURITY_HEADERS)) {
+      if (!c.res.headers.has(name)) c.header(name, value);
+    }
+  });
+
+  portal.get('/assets/:name', (c) => {
+    const asset = ASSETS[c.req.param('name')];
+    if (!asset) throw new PortalError(404, 'Not found', 'There is no such file.');
+    return c.body(asset.body, 200, { 'Content-Type': asset.type, 'Cache-Control': 'public, max-age=300' });
+  });
+
+  portal.get('/enter', async (c) => {
+    const opened = await redeemPortalLink(c.var.deps.db, c.req.query('token') ?? '');
+    if (!opened) {
+      throw new PortalError(401, 'This link cannot be opened', 'Portal links open once, within ten minutes. Ask the product you came from for a new one.');
+    }
+    startBrowserSession(c, opened.sessionToken);
+    c.var.logger.info({ portalSessionId: opened.session.id, projectId: opened.session.projectId }, 'portal session started');
+    return c.redirect(PORTAL_BASE, 303);
+  });
+
+  portal.use(requirePortalSession);
+  portal.post('/sign-out', async (c) => {
+    await endPortalSession(c.var.deps.db, c.var.session.id);
+    endBrowserSession(c);
+    return c.html(page({ title: 'Signed out' }, html`<p>You are signed out. Open a new portal link to come back.</p>`));
+  });
+  portal.route('/', webhookPages(appFetch));
+  portal.route('/', deliveryPages(appFetch));
+  portal.all('*', () => {
+    throw new PortalError(404, 'Not found', 'There is no such page in the portal.');
+  });
+
+  portal.onError((error, c) => {
+    // Set when the session was checked before the error: the page keeps its header and sign-out.
+    const session = c.var.csrfToken ? pageSession(c) : undefined;
+    if (error instanceof PortalError) {
+      return c.html(page({ title: error.message, session }, html`<p>${error.detail}</p>`), error.status);
+    }
+    if (error instanceof ApiRefusal) {
+      return c.html(
+        page(
+          { title: REFUSAL_TITLES[error.status] ?? REFUSAL_TITLES[400]!, session },
+          html`<p class="error-text">${error.message}</p><p><a href="${PORTAL_BASE}">Back to the webhooks</a></p>`,
+        ),
+        error.status as ContentfulStatusCode,
+      );
+    }
+    c.var.logger.error({ err: error }, 'portal page failed');
+    return c.html(page({ title: 'Something went wrong', session }, html`<p>Try again in a moment (request ${c.var.requestId}).</p>`), 500);
+  });
+  return portal;
+}

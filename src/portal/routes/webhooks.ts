@@ -1,0 +1,176 @@
+import { Hono, type Context } from 'hono';
+import { html } from 'hono/html';
+import { answered, portalApi, type AppFetch } from '../api.ts';
+import { ApiRefusal } from '../errors.ts';
+import type { PortalEnv } from '../env.ts';
+import { PORTAL_BASE } from '../link.ts';
+import { formValue, formValues, pageSession, redirectAfterChange, render } from '../pages.ts';
+import { anyInFlight, deliveriesSection, deliveryPath, liveRegion, type DeliveryFilters } from '../views/deliveries.ts';
+import { confirmation, headersText, secretReveal, webhookForm, webhookList, webhookPath, webhookSummary, type WebhookFormValues } from '../views/webhooks.ts';
+
+const HOME = [{ href: PORTAL_BASE, label: 'Webhooks' }];
+
+/** Custom headers from the form's text, one `Name: value` per line; the API checks names and values. */
+function parseHeadersText(text: string): Record<string, string> {
+  const headers: Record<string, string> = {};
+  text.split(/\r?\n/).forEach((line, index) => {
+    if (line.trim() === '') return;
+    const colon = line.indexOf(':');
+    if (colon <= 0) throw new ApiRefusal(400, 'invalid_request', `headers: line ${index + 1} must be "Name: value"`);
+    headers[line.slice(0, colon).trim()] = line.slice(colon + 1).trim();
+  });
+  return headers;
+}
+
+function submittedValues(c: Context<PortalEnv>): WebhookFormValues {
+  const status = formValue(c, 'status');
+  return {
+    url: formValue(c, 'url').trim(),
+    events: formValues(c, 'events'),
+    ...(status === 'active' || status === 'disabled' ? { status } : {}),
+    headers: formValue(c, 'headers'),
+  };
+}
+
+/** Runs a form's change; a 400 from the API shows the form again with its message and the customer's input. */
+async function orFormAgain(change: () => Promise<Response>, formAgain: (message: string) => Response | Promise<Response>): Promise<Response> {
+  try {
+    return await change();
+  } catch (error) {
+    if (error instanceof ApiRefusal && error.status === 400) return formAgain(error.message);
+    throw error;
+  }
+}
+
+/** The question before an endpoint change that cannot be undone, posting to `<endpoint>/<action>`. */
+async function confirmationPage(
+  c: Context<PortalEnv>,
+  appFetch: AppFetch,
+  page: { title: string; action: string; question: (url: string) => string; consequence: string; confirmLabel: string },
+) {
+  const id = c.req.param('id')!;
+  const { data: webhook } = await answered(portalApi(c, appFetch).GET('/api-gateway/v2/webhooks/{id}', { params: { path: { id } } }));
+  return render(
+    c,
+    { title: page.title, breadcrumbs: [...HOME, { href: webhookPath(id), label: webhook.url }] },
+    confirmation(pageSession(c), `${webhookPath(id)}/${page.action}`, page.question(webhook.url), page.consequence, page.confirmLabel, webhookPath(id)),
+  );
+}
+
+/** The portal's endpoint pages: list, create, show (with its deliveries), edit, delete, rotate, test event. */
+export function webhookPages(appFetch: AppFetch) {
+  return new Hono<PortalEnv>()
+    .get('/', async (c) => {
+      const { data } = await answered(portalApi(c, appFetch).GET('/api-gateway/v2/webhooks'));
+      return render(c, { title: 'Webhook endpoints' }, webhookList(data));
+    })
+    .get('/webhooks/new', (c) =>
+      render(c, { title: 'Add endpoint', breadcrumbs: HOME }, webhookForm(pageSession(c), `${PORTAL_BASE}/webhooks`, { url: '', events: ['docauth.completed'], headers: '' }, 'Add endpoint')),
+    )
+    .post('/webhooks', async (c) => {
+      const values = submittedValues(c);
+      return orFormAgain(
+        async () => {
+          const { data } = await answered(
+            portalApi(c, appFetch).POST('/api-gateway/v2/webhooks', {
+              body: { api_key_id: c.var.apiKey.id, url: values.url, events: values.events as ['docauth.completed'], headers: parseHeadersText(values.headers) },
+            }),
+          );
+          return render(c, { title: 'Endpoint added', notice: `Events now go to ${data.url}.`, breadcrumbs: HOME }, secretReveal(data.id, data.secret), 201);
+        },
+        (message) => render(c, { title: 'Add endpoint', error: message, breadcrumbs: HOME }, webhookForm(pageSession(c), `${PORTAL_BASE}/webhooks`, values, 'Add endpoint', message), 400),
+      );
+    })
+    .get('/webhooks/:id', async (c) => {
+      const id = c.req.param('id');
+      const filters: DeliveryFilters = {
+        status: c.req.query('status') || undefined,
+        event: c.req.query('event') || undefined,
+        starting_after: c.req.query('starting_after') || undefined,
+      };
+      const api = portalApi(c, appFetch);
+      const [{ data: webhook }, deliveries] = await Promise.all([
+        answered(api.GET('/api-gateway/v2/webhooks/{id}', { params: { path: { id } } })),
+        answered(
+          api.GET('/api-gateway/v2/webhooks/{id}/deliveries', {
+            // The API validates the filters; a bad one is its 400 with its message.
+            params: { path: { id }, query: { limit: 25, ...filters } as { limit: number } },
+          }),
+        ),
+      ]);
+      return render(
+        c,
+        { title: webhook.url, breadcrumbs: HOME },
+        liveRegion(
+          'webhook',
+          anyInFlight(deliveries.data),
+          'Deliveries are in flight: this page refreshes every 3 seconds.',
+          html`${webhookSummary(pageSession(c), webhook)}${deliveriesSection(pageSession(c), id, deliveries.data, filters, deliveries.meta.next_cursor)}`,
+        ),
+      );
+    })
+    .get('/webhooks/:id/edit', async (c) => {
+      const id = c.req.param('id');
+      const { data: webhook } = await answered(portalApi(c, appFetch).GET('/api-gateway/v2/webhooks/{id}', { params: { path: { id } } }));
+      const values = { url: webhook.url, events: webhook.events, status: webhook.status, headers: headersText(webhook.headers) };
+      return render(
+        c,
+        { title: 'Edit endpoint', breadcrumbs: [...HOME, { href: webhookPath(id), label: webhook.url }] },
+        webhookForm(pageSession(c), webhookPath(id), values, 'Save changes'),
+      );
+    })
+    .post('/webhooks/:id', async (c) => {
+      const id = c.req.param('id');
+      const values = submittedValues(c);
+      return orFormAgain(
+        async () => {
+          await answered(
+            portalApi(c, appFetch).PATCH('/api-gateway/v2/webhooks/{id}', {
+              params: { path: { id } },
+              body: { url: values.url, events: values.events as ['docauth.completed'], status: values.status, headers: parseHeadersText(values.headers) },
+            }),
+          );
+          return redirectAfterChange(c, webhookPath(id), 'updated');
+        },
+        (message) =>
+          render(
+            c,
+            { title: 'Edit endpoint', error: message, breadcrumbs: [...HOME, { href: webhookPath(id), label: 'Endpoint' }] },
+            webhookForm(pageSession(c), webhookPath(id), values, 'Save changes', message),
+            400,
+          ),
+      );
+    })
+    .get('/webhooks/:id/delete', (c) =>
+      confirmationPage(c, appFetch, {
+        title: 'Delete endpoint',
+        action: 'delete',
+        question: (url) => `Delete the endpoint ${url}?`,
+        consequence: 'Its deliveries and their pending retries are deleted with it. This cannot be undone.',
+        confirmLabel: 'Delete endpoint',
+      }),
+    )
+    .post('/webhooks/:id/delete', async (c) => {
+      await answered(portalApi(c, appFetch).DELETE('/api-gateway/v2/webhooks/{id}', { params: { path: { id: c.req.param('id') } } }));
+      return redirectAfterChange(c, PORTAL_BASE, 'deleted');
+    })
+    .get('/webhooks/:id/rotate-secret', (c) =>
+      confirmationPage(c, appFetch, {
+        title: 'Rotate signing secret',
+        action: 'rotate-secret',
+        question: (url) => `Replace the signing secret of ${url}?`,
+        consequence: 'Every request from now on is signed with the new secret, shown once on the next page: update your receiver right away.',
+        confirmLabel: 'Rotate secret',
+      }),
+    )
+    .post('/webhooks/:id/rotate-secret', async (c) => {
+      const id = c.req.param('id');
+      const { data } = await answered(portalApi(c, appFetch).POST('/api-gateway/v2/webhooks/{id}/rotate-secret', { params: { path: { id } } }));
+      return render(c, { title: 'Secret rotated', breadcrumbs: [...HOME, { href: webhookPath(id), label: 'Endpoint' }] }, secretReveal(id, data.secret));
+    })
+    .post('/webhooks/:id/test-events', async (c) => {
+      const id = c.req.param('id');
+      const { data } = await answered(portalApi(c, appFetch).POST('/api-gateway/v2/webhooks/{id}/test-events', { params: { path: { id } } }));
+      return redirectAfterChange(c, deliveryPath(id, data.delivery_id), 'test-sent');
+    });
+}
