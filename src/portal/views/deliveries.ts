@@ -43,7 +43,7 @@ export function liveRegion(id: string, on: boolean, note: string, body: Markup):
 /** Whether a page of deliveries has one that moves on by itself. */
 export const anyInFlight = (deliveries: Delivery[]) => deliveries.some((delivery) => IN_FLIGHT.has(delivery.status));
 
-function lastResult(delivery: Delivery): Markup | string {
+function lastResult(delivery: Delivery): string {
   return delivery.last_error ?? (delivery.last_status_code === undefined ? '—' : `HTTP ${delivery.last_status_code}`);
 }
 
