@@ -1,5 +1,5 @@
 import { z } from '@hono/zod-openapi';
-import { DELIVERY_STATUSES, OPERATION_STATUSES } from '../db/schema.ts';
+import { DELIVERY_STATUSES, OPERATION_STATUSES, RETRYABLE_DELIVERY_STATUSES } from '../db/schema.ts';
 import { isReservedHeaderName, RESERVED_HEADER_NAMES, RESERVED_HEADER_PREFIX } from '../delivery/notification.ts';
 import { EVENT_KINDS } from '../events/schema.ts';
 
@@ -257,13 +257,12 @@ export const OperationParamsSchema = IdParamsSchema.extend({
     .openapi({ param: { name: 'operation_id', in: 'path' }, example: 'op_01jd3k6v8x0f5r7k2m9q4t1w3y' }),
 });
 
-const RETRYABLE_STATUSES = ['failed', 'dead_letter'] as const;
 const isoTimestamp = z.iso.datetime({ offset: true, message: 'must be an ISO 8601 timestamp with a time zone' });
 
 export const BulkRetryBodySchema = z
   .strictObject({
     status: z
-      .array(z.enum(RETRYABLE_STATUSES, { message: `must be one of: ${RETRYABLE_STATUSES.join(', ')}` }))
+      .array(z.enum(RETRYABLE_DELIVERY_STATUSES, { message: `must be one of: ${RETRYABLE_DELIVERY_STATUSES.join(', ')}` }))
       .min(1, 'must list at least one status')
       .refine((statuses) => new Set(statuses).size === statuses.length, 'must not repeat a status')
       .optional()

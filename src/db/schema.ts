@@ -107,6 +107,8 @@ export const DELIVERY_STATUSES = [
   'dead_letter',
 ] as const;
 export type DeliveryStatus = (typeof DELIVERY_STATUSES)[number];
+/** Statuses a delivery can be retried from on request (spec 4.3 rule 3): the API, bulk retries and the portal. */
+export const RETRYABLE_DELIVERY_STATUSES = ['failed', 'dead_letter'] as const satisfies readonly DeliveryStatus[];
 
 /** Delivery records (spec 2.2): one per event and subscribed webhook. */
 export const deliveries = pgTable(

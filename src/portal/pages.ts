@@ -4,13 +4,13 @@ import type { PortalEnv } from './env.ts';
 import { page, type Markup, type PageOptions, type PageSession } from './views/layout.ts';
 
 /** Confirmations of what the last action did, named in the redirect's `done` parameter (never free text from the URL). */
-const NOTICES: Record<string, string> = {
+const NOTICES = {
   updated: 'Endpoint saved.',
   deleted: 'Endpoint deleted, with its deliveries.',
   'test-sent': 'Test event sent. This page follows its delivery.',
   retried: 'Queued for retry.',
   cancelled: 'Bulk retry cancelled: what it had queued goes on; nothing more is queued.',
-};
+} as const satisfies Record<string, string>;
 
 /** The signed-in session as the views need it. */
 export const pageSession = (c: Context<PortalEnv>): PageSession => ({
@@ -22,7 +22,7 @@ export const pageSession = (c: Context<PortalEnv>): PageSession => ({
 export function render(c: Context<PortalEnv>, options: Omit<PageOptions, 'session'>, body: Markup, status: ContentfulStatusCode = 200) {
   const done = c.req.query('done');
   return c.html(
-    page({ notice: done ? NOTICES[done] : undefined, ...options, session: pageSession(c) }, body),
+    page({ notice: done && Object.hasOwn(NOTICES, done) ? NOTICES[done as keyof typeof NOTICES] : undefined, ...options, session: pageSession(c) }, body),
     status,
   );
 }

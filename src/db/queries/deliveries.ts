@@ -5,6 +5,7 @@ import {
   deliveries,
   deliveryAttempts,
   events,
+  RETRYABLE_DELIVERY_STATUSES,
   webhooks,
   type DeliveryAttemptRow,
   type DeliveryRow,
@@ -66,8 +67,6 @@ export async function listAttempts(db: Database, deliveryId: string): Promise<De
     .orderBy(asc(deliveryAttempts.attemptNumber));
 }
 
-const RETRYABLE_STATUSES = ['failed', 'dead_letter'] as const;
-
 /** What a manual retry replaced, so it can be put back if the retry cannot be queued. */
 export type RetryableState = Pick<DeliveryRow, 'status' | 'nextRetryAt'>;
 
@@ -83,7 +82,7 @@ export async function queueManualRetry(
     const [current] = await tx
       .select({ status: deliveries.status, nextRetryAt: deliveries.nextRetryAt })
       .from(deliveries)
-      .where(and(eq(deliveries.id, deliveryId), inArray(deliveries.status, RETRYABLE_STATUSES)))
+      .where(and(eq(deliveries.id, deliveryId), inArray(deliveries.status, RETRYABLE_DELIVERY_STATUSES)))
       .for('update');
     if (!current) return undefined;
     await tx

@@ -3,7 +3,8 @@ import { answered, portalApi, type AppFetch } from '../api.ts';
 import type { PortalEnv } from '../env.ts';
 import { PORTAL_BASE } from '../link.ts';
 import { formValues, pageSession, redirectAfterChange, render } from '../pages.ts';
-import { deliveryDetail, deliveryPath, operationDetail, operationPath, RETRYABLE } from '../views/deliveries.ts';
+import type { RETRYABLE_DELIVERY_STATUSES } from '../../db/schema.ts';
+import { deliveryDetail, deliveryPath, operationDetail, operationPath } from '../views/deliveries.ts';
 import { webhookPath } from '../views/webhooks.ts';
 
 /** Breadcrumbs down to a webhook's page. */
@@ -34,7 +35,7 @@ export function deliveryPages(appFetch: AppFetch) {
     .post('/webhooks/:id/deliveries/retry', async (c) => {
       const id = c.req.param('id');
       // The API refuses an unknown status with its own message; an empty choice is its 400 too.
-      const status = formValues(c, 'status') as (typeof RETRYABLE)[number][];
+      const status = formValues(c, 'status') as (typeof RETRYABLE_DELIVERY_STATUSES)[number][];
       const { data } = await answered(
         portalApi(c, appFetch).POST('/api-gateway/v2/webhooks/{id}/deliveries/retry', { params: { path: { id } }, body: { status } }),
       );

@@ -1,6 +1,6 @@
 import { html } from 'hono/html';
 import type { components } from '../../client/schema.ts';
-import { DELIVERY_STATUSES } from '../../db/schema.ts';
+import { DELIVERY_STATUSES, RETRYABLE_DELIVERY_STATUSES } from '../../db/schema.ts';
 import { EVENT_KINDS } from '../../events/schema.ts';
 import { badge, csrfField, postButton, timestamp, type Markup, type PageSession } from './layout.ts';
 import { webhookPath } from './webhooks.ts';
@@ -11,8 +11,6 @@ type Operation = components['schemas']['Operation'];
 
 /** Statuses a delivery moves on from by itself: a page showing one refreshes itself. */
 const IN_FLIGHT = new Set(['pending', 'processing', 'failed']);
-/** Statuses the API retries on request. */
-export const RETRYABLE = ['dead_letter', 'failed'] as const;
 
 export const deliveryPath = (webhookId: string, deliveryId: string) => `${webhookPath(webhookId)}/deliveries/${encodeURIComponent(deliveryId)}`;
 export const operationPath = (webhookId: string, operationId: string) => `${webhookPath(webhookId)}/operations/${encodeURIComponent(operationId)}`;
@@ -96,7 +94,7 @@ export function deliveriesSection(session: PageSession, webhookId: string, deliv
 
 /** A delivery, its attempts, and its retry; refreshing itself while the delivery is in flight. */
 export function deliveryDetail(session: PageSession, webhookId: string, delivery: Delivery, attempts: DeliveryAttempt[]): Markup {
-  const retryable = (RETRYABLE as readonly string[]).includes(delivery.status);
+  const retryable = (RETRYABLE_DELIVERY_STATUSES as readonly string[]).includes(delivery.status);
   const body = html`<dl class="summary">
     <div><dt>Status</dt><dd>${badge(delivery.status)}</dd></div>
     <div><dt>Event</dt><dd>${delivery.event}</dd></div>
