@@ -1,6 +1,7 @@
 import path from 'node:path';
 import { z } from 'zod';
 import { formatDuration, parseDuration } from './duration.ts';
+import { MAX_DELIVERY_TIMEOUT_MS } from '../workflows/send-limits.ts';
 
 const booleanFromString = z
   .enum(['true', 'false', '1', '0'])
@@ -25,6 +26,14 @@ const duration = (min: number) =>
       }
       return ms;
     });
+
+/** A whole number from `min` to `max`. */
+const wholeNumber = (min: number, max: number) =>
+  z
+    .string()
+    .regex(/^\d+$/, `must be a whole number from ${min} to ${max}`)
+    .transform(Number)
+    .pipe(z.number().min(min, `must be a whole number from ${min} to ${max}`).max(max, `must be a whole number from ${min} to ${max}`));
 
 const optionalString = z
   .string()
@@ -87,7 +96,9 @@ const environmentSchema = z.object({
   EVENT_PRODUCER_TOKEN: optionalString.pipe(
     z.string().min(32, 'must be at least 32 characters').optional(),
   ),
-  DELIVERY_TIMEOUT_MS: z.coerce.number().int().min(100).max(120_000).default(30_000),
+  DELIVERY_TIMEOUT_MS: z.coerce.number().int().min(100).max(MAX_DELIVERY_TIMEOUT_MS).default(30_000),
+  ENDPOINT_MAX_IN_FLIGHT: wholeNumber(1, 1000).prefault('10'),
+  CIRCUIT_BREAKER_THRESHOLD: wholeNumber(1, 1000).prefault('5'),
   DELIVERY_ALLOW_PRIVATE_TARGETS: booleanFromString.default(false),
   DELIVERY_CA_FILE: optionalString,
   WEBHOOKS_API_URL: optionalString.pipe(z.url({ message: 'must be an http(s) URL' }).optional()),
@@ -179,6 +190,13 @@ function toConfig(env: z.infer<typeof environmentSchema>) {
       timeoutMs: env.DELIVERY_TIMEOUT_MS,
       allowPrivateTargets: env.DELIVERY_ALLOW_PRIVATE_TARGETS,
       caFile: env.DELIVERY_CA_FILE,
+    },
+    /** Flow control of the sends to one endpoint (src/flow-control/). */
+    flow: {
+      /** Sends in flight to one webhook's endpoint at most, across every worker replica. */
+      maxInFlight: env.ENDPOINT_MAX_IN_FLIGHT,
+      /** Failed attempts in a row that open a webhook's circuit breaker. */
+      breakerThreshold: env.CIRCUIT_BREAKER_THRESHOLD,
     },
   };
 }

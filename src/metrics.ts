@@ -56,6 +56,18 @@ export function createMetrics() {
       help: 'Webhooks the service disabled because every attempt failed for WEBHOOK_AUTO_DISABLE_AFTER',
       registers,
     }),
+    circuitTransitions: new Counter({
+      name: 'webhook_circuit_transitions_total',
+      help: "Circuit breaker changes of state: opened (CIRCUIT_BREAKER_THRESHOLD attempts in a row failed) or closed (an attempt succeeded)",
+      labelNames: ['state'] as const,
+      registers,
+    }),
+    sendWaits: new Counter({
+      name: 'webhook_send_waits_total',
+      help: "Sends that waited for their endpoint instead of starting (no attempt used): endpoint_busy (its places, ENDPOINT_MAX_IN_FLIGHT, or one while its circuit is open, all in use) or rate_limit (the webhook's rate_limit)",
+      labelNames: ['reason'] as const,
+      registers,
+    }),
     retentionDeleted: new Counter({
       name: 'webhook_retention_deleted_total',
       help: 'Rows the retention sweep deleted past the retention period: kind = deliveries (with their attempts), events',

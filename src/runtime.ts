@@ -139,6 +139,7 @@ export async function startService(config: Config, role: Role, logger: Logger): 
         metrics,
         delivery: config.delivery,
         autoDisable: config.autoDisable,
+        flow: config.flow,
         workflowBundlePath: config.temporal.workflowBundlePath,
         maxCachedWorkflows: config.temporal.maxCachedWorkflows,
       });

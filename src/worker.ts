@@ -42,6 +42,8 @@ export interface DeliveryWorkerOptions {
   workflowBundlePath?: string | undefined;
   /** Endpoint health: WEBHOOK_AUTO_DISABLE_AFTER and WEBHOOK_AUTO_DISABLE_MIN_DEAD_LETTERS. */
   autoDisable: AutoDisableRule;
+  /** Flow control: ENDPOINT_MAX_IN_FLIGHT and CIRCUIT_BREAKER_THRESHOLD. */
+  flow: { maxInFlight: number; breakerThreshold: number };
   /** Outbox sweep period; 0 turns the sweep off. */
   sweepIntervalMs?: number;
 }
@@ -66,6 +68,15 @@ export async function sweepUndispatchedEvents(
   for (const { event, deliveries } of pending) await dispatchEvent(deps, event, deliveries);
   return pending.length;
 }
+
+/**
+ * How long a place given to a waiting delivery is kept for it: its workflow is woken and asks
+ * again within moments; past this the place goes to the next in line.
+ */
+const TURN_RESERVATION_MS = 60_000;
+
+/** Time a send's place is held beyond the HTTP exchange's limit, for its database statements. */
+const HOLD_MARGIN_MS = 30_000;
 
 const BUNDLE_SCRIPT = fileURLToPath(new URL('../scripts/bundle-workflows.ts', import.meta.url));
 
@@ -110,6 +121,15 @@ export async function startDeliveryWorker(options: DeliveryWorkerOptions): Promi
         logger: options.logger.child({ component: 'activity' }),
         metrics: options.metrics,
         autoDisable: options.autoDisable,
+        flow: {
+          limits: {
+            maxInFlight: options.flow.maxInFlight,
+            holdMs: options.delivery.timeoutMs + HOLD_MARGIN_MS,
+            reserveMs: TURN_RESERVATION_MS,
+          },
+          breakerThreshold: options.flow.breakerThreshold,
+          wake: (deliveryIds) => options.scheduler.wakeForTurn(deliveryIds),
+        },
       }),
       ...createRetentionActivities({ db: options.db, logger: options.logger.child({ component: 'retention' }), metrics: options.metrics }),
       ...createOperationActivities({ db: options.db, scheduler: options.scheduler, logger: options.logger.child({ component: 'operation' }) }),

@@ -2,6 +2,7 @@ import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, parseConfig } from '../src/config.ts';
+import { MAX_DELIVERY_TIMEOUT_MS, SEND_HEARTBEAT_TIMEOUT_MS, SEND_START_TO_CLOSE_MS } from '../workflows/send-limits.ts';
 
 const projectRoot = path.resolve(import.meta.dirname, '..');
 const KEY_32_BYTES = Buffer.alloc(32, 7).toString('base64');
@@ -44,6 +45,22 @@ describe('parseConfig', () => {
     expect(config.retention).toEqual({ periodMs: 30 * 86_400_000, sweepIntervalMs: 3_600_000 });
     expect(config.bulkRetryRate).toBe(10);
     expect(config.autoDisable).toEqual({ afterMs: 5 * 86_400_000, minDeadLetters: 10 });
+    expect(config.flow).toEqual({ maxInFlight: 10, breakerThreshold: 5 });
+  });
+
+  it('reads the flow-control limits, and refuses bad values naming the variable', () => {
+    expect(parseConfig({ ENDPOINT_MAX_IN_FLIGHT: '3', CIRCUIT_BREAKER_THRESHOLD: '8' }).flow).toEqual({ maxInFlight: 3, breakerThreshold: 8 });
+    expect(configError({ ENDPOINT_MAX_IN_FLIGHT: '0' }).message).toContain('ENDPOINT_MAX_IN_FLIGHT: must be a whole number from 1 to 1000');
+    expect(configError({ CIRCUIT_BREAKER_THRESHOLD: 'often' }).message).toContain('CIRCUIT_BREAKER_THRESHOLD: must be a whole number from 1 to 1000');
+  });
+
+  it("keeps every allowed DELIVERY_TIMEOUT_MS inside the send activity's timeouts", () => {
+    expect(parseConfig({ DELIVERY_TIMEOUT_MS: String(MAX_DELIVERY_TIMEOUT_MS) }).delivery.timeoutMs).toBe(MAX_DELIVERY_TIMEOUT_MS);
+    expect(configError({ DELIVERY_TIMEOUT_MS: String(MAX_DELIVERY_TIMEOUT_MS + 1) }).message).toContain('DELIVERY_TIMEOUT_MS');
+    // The longest exchange, with time for the attempt's statements, ends before the activity's limit;
+    // a hanging request does not stop the heartbeats, which go on every second.
+    expect(SEND_START_TO_CLOSE_MS - MAX_DELIVERY_TIMEOUT_MS).toBeGreaterThanOrEqual(30_000);
+    expect(SEND_HEARTBEAT_TIMEOUT_MS).toBeGreaterThan(2 * 1_000);
   });
 
   it('reads the bulk retry rate and the endpoint-health rule, and refuses bad values naming the variable', () => {

@@ -10,23 +10,48 @@ import {
   proxyActivities,
   proxyLocalActivities,
   setHandler,
+  sleep,
   upsertSearchAttributes,
   workflowInfo,
+  type RetryPolicy,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.ts';
 import { NON_RETRYABLE_REASONS } from './failure-types.ts';
-import { DeliveryStatusAttribute } from './search-attributes.ts';
+import { DeliveryStatusAttribute, ProjectIdAttribute } from './search-attributes.ts';
+import { SEND_HEARTBEAT_TIMEOUT_MS, SEND_START_TO_CLOSE_MS } from './send-limits.ts';
 
-/** The retry policy of the signed send (spec 6.5): 1, 2, 4, 8 s between 5 attempts. */
+/** The retry policy of the signed send (spec 6.5): 1, 2, 4, 8 s between 5 attempts; delays in ms. */
 export const DELIVERY_RETRY_POLICY = {
-  initialInterval: '1s',
+  initialInterval: 1_000,
   backoffCoefficient: 2,
   maximumAttempts: 5,
-  maximumInterval: '5m',
+  maximumInterval: 300_000,
 } as const;
+
+/**
+ * {@link DELIVERY_RETRY_POLICY} resumed at a round's `attempt`-th attempt (1: the whole policy).
+ * An attempt that had to wait for its endpoint sent nothing and used up nothing: the round goes
+ * on with a new activity whose policy continues the schedule where it stood.
+ */
+export function retryPolicyFrom(attempt: number): RetryPolicy {
+  const { initialInterval, backoffCoefficient, maximumAttempts, maximumInterval } = DELIVERY_RETRY_POLICY;
+  return {
+    initialInterval: Math.min(initialInterval * backoffCoefficient ** (attempt - 1), maximumInterval),
+    backoffCoefficient,
+    maximumInterval,
+    maximumAttempts: maximumAttempts - (attempt - 1),
+  };
+}
 
 /** How long a dead-lettered delivery's workflow stays open waiting for a manual retry: 7 days, in ms. */
 export const DEAD_LETTER_WAIT_MS = 7 * 24 * 60 * 60 * 1000;
+
+/**
+ * How long a delivery waiting in line at its endpoint waits for {@link sendTurnSignal} before it
+ * asks again: the signal is the way in, this only covers a place whose holder died and a signal
+ * that was lost.
+ */
+export const TURN_RECHECK_MS = 5 * 60 * 1000;
 
 /** Input of {@link deliveryWorkflow}: identifiers only, never secrets or event data. */
 export interface DeliveryWorkflowInput {
@@ -53,13 +78,20 @@ const RETRY_KEYS_KEPT = 20;
 /** Manual retry (operation 8, or a bulk retry): starts a new round of attempts at once. */
 export const retrySignal = defineSignal<[RetryRequest?]>('retry');
 
-const { sendDelivery } = proxyActivities<Activities>({
-  // The HTTP exchange is cut at 30 s by the activity itself; this leaves it time to record that.
-  startToCloseTimeout: '40s',
-  retry: DELIVERY_RETRY_POLICY,
-  // A retry signal during backoff must not wait for a running attempt.
-  cancellationType: ActivityCancellationType.TRY_CANCEL,
-});
+/** A place at the endpoint is free for this delivery, which was waiting in line for one. */
+export const sendTurnSignal = defineSignal('sendTurn');
+
+/** The send activity for the round's `attempt`-th attempt on: one project's sends are dispatched fairly beside other projects'. */
+function sendFrom(attempt: number, projectId: string | undefined) {
+  return proxyActivities<Activities>({
+    startToCloseTimeout: SEND_START_TO_CLOSE_MS,
+    heartbeatTimeout: SEND_HEARTBEAT_TIMEOUT_MS,
+    retry: retryPolicyFrom(attempt),
+    // A manual retry cancels the running attempt and waits for it to end: never two at once.
+    cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+    ...(projectId ? { priority: { fairnessKey: projectId } } : {}),
+  }).sendDelivery;
+}
 
 const { markDeadLetter } = proxyLocalActivities<Activities>({
   startToCloseTimeout: '10s',
@@ -68,12 +100,16 @@ const { markDeadLetter } = proxyLocalActivities<Activities>({
 
 /**
  * One delivery: runs rounds of signed-send attempts under {@link DELIVERY_RETRY_POLICY}
- * until one succeeds. After a round's last failure the delivery is `dead_letter` and the
- * workflow waits for {@link retrySignal}; a retry signal during backoff cuts the wait short.
+ * until one succeeds. An attempt that finds its endpoint busy waits (for {@link sendTurnSignal},
+ * or the time its rate limit gives) and the round goes on. After a round's last failure the
+ * delivery is `dead_letter` and the workflow waits for {@link retrySignal}; a retry signal
+ * during a round ends it (a running attempt is cancelled first) and starts a new one.
  */
 export async function deliveryWorkflow(input: DeliveryWorkflowInput): Promise<DeliveryWorkflowResult> {
   const { deliveryId } = input;
+  const projectId = workflowInfo().typedSearchAttributes.get(ProjectIdAttribute);
   let retryRequested = false;
+  let turnGiven = false;
   let round: CancellationScope | undefined;
   const retryKeys = input.retryKeys ?? [];
   setHandler(retrySignal, (request) => {
@@ -85,13 +121,27 @@ export async function deliveryWorkflow(input: DeliveryWorkflowInput): Promise<De
     retryRequested = true;
     round?.cancel();
   });
+  setHandler(sendTurnSignal, () => {
+    turnGiven = true;
+  });
+
+  const runRound = async (): Promise<'delivered' | 'gone'> => {
+    for (let attempt = 1; ; ) {
+      turnGiven = false;
+      const result = await sendFrom(attempt, projectId)(deliveryId, { attemptsBefore: attempt - 1 });
+      if (typeof result === 'string') return result;
+      attempt = result.attempt;
+      if (result.wait === 'turn') await condition(() => turnGiven, TURN_RECHECK_MS);
+      else await sleep(result.waitMs);
+    }
+  };
 
   for (;;) {
     retryRequested = false;
     round = new CancellationScope();
     let outcome: DeliveryWorkflowResult | 'interrupted';
     try {
-      outcome = await round.run(() => sendDelivery(deliveryId));
+      outcome = await round.run(runRound);
     } catch (error) {
       if (isCancellation(error) && retryRequested) {
         outcome = 'interrupted';

@@ -1,17 +1,11 @@
 import type { DeliveryAttemptRow, DeliveryRow, WebhookRow } from '../db/schema.ts';
 import { DELIVERY_RETRY_POLICY } from '../../workflows/delivery.ts';
 
-const seconds = (duration: string) => {
-  const match = /^(\d+)(s|m)$/.exec(duration);
-  if (!match) throw new Error(`unexpected duration ${duration}`);
-  return Number(match[1]) * (match[2] === 'm' ? 60 : 1);
-};
-
 /** The retry policy the delivery workflow really uses, in the spec's field names; delays in seconds. */
 export const RETRY_CONFIG = {
   max_retries: DELIVERY_RETRY_POLICY.maximumAttempts,
-  initial_delay: seconds(DELIVERY_RETRY_POLICY.initialInterval),
-  max_delay: seconds(DELIVERY_RETRY_POLICY.maximumInterval),
+  initial_delay: DELIVERY_RETRY_POLICY.initialInterval / 1000,
+  max_delay: DELIVERY_RETRY_POLICY.maximumInterval / 1000,
   backoff_multiplier: DELIVERY_RETRY_POLICY.backoffCoefficient,
 };
 
@@ -36,6 +30,10 @@ export function webhookListItem(row: WebhookRow) {
     last_delivered_at: iso(row.lastDeliveredAt),
     disabled_reason: row.disabledReason ?? undefined,
     disabled_at: iso(row.disabledAt),
+    rate_limit: row.rateLimit ?? undefined,
+    circuit_state: row.circuitOpenedAt ? ('open' as const) : ('closed' as const),
+    circuit_opened_at: iso(row.circuitOpenedAt),
+    consecutive_failures: row.consecutiveFailures,
     created_at: row.createdAt.toISOString(),
     updated_at: row.updatedAt.toISOString(),
   });

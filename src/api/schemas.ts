@@ -126,12 +126,28 @@ export const CustomHeadersSchema = z
       'and must not repeat; none of Content-Type, Content-Length, Host, Transfer-Encoding, Connection or X-Service-*',
   } as Record<string, unknown>);
 
+/** The most deliveries per second a webhook's `rate_limit` may allow. */
+export const MAX_RATE_LIMIT = 1000;
+
+/** A webhook's rate limit: deliveries per second, a positive number. */
+const RateLimitSchema = z
+  .number({ message: 'must be a number of deliveries per second' })
+  .gt(0, 'must be more than 0 deliveries per second')
+  .max(MAX_RATE_LIMIT, `must be at most ${MAX_RATE_LIMIT} deliveries per second`)
+  .openapi({
+    description:
+      'Deliveries per second at most to this endpoint (fractions allowed: 0.5 is one every 2 s); absent: no limit. ' +
+      'Deliveries beyond it wait their turn; waiting uses up none of the 5 attempts.',
+    example: 5,
+  });
+
 export const CreateWebhookSchema = z
   .strictObject({
     api_key_id: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'must be an API key id'),
     url: WebhookUrlSchema,
     events: EventListSchema,
     headers: CustomHeadersSchema.optional(),
+    rate_limit: RateLimitSchema.optional(),
   })
   .openapi('CreateWebhook');
 
@@ -141,8 +157,9 @@ export const UpdateWebhookSchema = z
     events: EventListSchema.optional(),
     status: z.enum(['active', 'disabled'], { message: 'must be active or disabled' }).optional(),
     headers: CustomHeadersSchema.optional(),
+    rate_limit: RateLimitSchema.nullable().optional().openapi({ description: 'A new limit, or null to remove it' }),
   })
-  .refine((body) => Object.keys(body).length > 0, 'must set at least one of url, events, status, headers')
+  .refine((body) => Object.keys(body).length > 0, 'must set at least one of url, events, status, headers, rate_limit')
   .openapi('UpdateWebhook', { minProperties: 1 });
 
 const timestamp = z.string().openapi({ format: 'date-time', example: '2026-11-22T10:00:00.000Z' });
@@ -171,6 +188,14 @@ const webhookFields = {
     .optional()
     .openapi({ description: 'Set when the service disabled the webhook because every attempt failed for too long; cleared by PATCH status=active' }),
   disabled_at: timestamp.optional().openapi({ description: 'When the service disabled it' }),
+  rate_limit: z.number().optional().openapi({ description: 'Deliveries per second at most; absent: no limit' }),
+  circuit_state: z.enum(['closed', 'open']).openapi({
+    description:
+      'The endpoint\'s circuit breaker: `open` after CIRCUIT_BREAKER_THRESHOLD attempts in a row failed (the service then sends ' +
+      'one attempt at a time, a probe, and the other deliveries wait without using attempts), `closed` again after a success',
+  }),
+  circuit_opened_at: timestamp.optional().openapi({ description: 'When the circuit breaker opened; present while it is open' }),
+  consecutive_failures: z.number().int().openapi({ description: 'Failed attempts in a row since the last success' }),
   created_at: timestamp,
   updated_at: timestamp,
 };

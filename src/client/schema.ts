@@ -36,7 +36,7 @@ export interface paths {
         delete: operations["deleteWebhook"];
         options?: never;
         head?: never;
-        /** Update a webhook: url, events, status, headers */
+        /** Update a webhook: url, events, status, headers, rate_limit */
         patch: operations["updateWebhook"];
         trace?: never;
     };
@@ -245,6 +245,21 @@ export interface components {
              * @example 2026-11-22T10:00:00.000Z
              */
             disabled_at?: string;
+            /** @description Deliveries per second at most; absent: no limit */
+            rate_limit?: number;
+            /**
+             * @description The endpoint's circuit breaker: `open` after CIRCUIT_BREAKER_THRESHOLD attempts in a row failed (the service then sends one attempt at a time, a probe, and the other deliveries wait without using attempts), `closed` again after a success
+             * @enum {string}
+             */
+            circuit_state: "closed" | "open";
+            /**
+             * Format: date-time
+             * @description When the circuit breaker opened; present while it is open
+             * @example 2026-11-22T10:00:00.000Z
+             */
+            circuit_opened_at?: string;
+            /** @description Failed attempts in a row since the last success */
+            consecutive_failures: number;
             /**
              * Format: date-time
              * @example 2026-11-22T10:00:00.000Z
@@ -302,6 +317,11 @@ export interface components {
             headers?: {
                 [key: string]: string;
             };
+            /**
+             * @description Deliveries per second at most to this endpoint (fractions allowed: 0.5 is one every 2 s); absent: no limit. Deliveries beyond it wait their turn; waiting uses up none of the 5 attempts.
+             * @example 5
+             */
+            rate_limit?: number;
         };
         WebhookListItem: {
             /** @example wh_01jd3k6v8x0f5r7k2m9q4t1w3y */
@@ -327,6 +347,21 @@ export interface components {
              * @example 2026-11-22T10:00:00.000Z
              */
             disabled_at?: string;
+            /** @description Deliveries per second at most; absent: no limit */
+            rate_limit?: number;
+            /**
+             * @description The endpoint's circuit breaker: `open` after CIRCUIT_BREAKER_THRESHOLD attempts in a row failed (the service then sends one attempt at a time, a probe, and the other deliveries wait without using attempts), `closed` again after a success
+             * @enum {string}
+             */
+            circuit_state: "closed" | "open";
+            /**
+             * Format: date-time
+             * @description When the circuit breaker opened; present while it is open
+             * @example 2026-11-22T10:00:00.000Z
+             */
+            circuit_opened_at?: string;
+            /** @description Failed attempts in a row since the last success */
+            consecutive_failures: number;
             /**
              * Format: date-time
              * @example 2026-11-22T10:00:00.000Z
@@ -362,6 +397,21 @@ export interface components {
              * @example 2026-11-22T10:00:00.000Z
              */
             disabled_at?: string;
+            /** @description Deliveries per second at most; absent: no limit */
+            rate_limit?: number;
+            /**
+             * @description The endpoint's circuit breaker: `open` after CIRCUIT_BREAKER_THRESHOLD attempts in a row failed (the service then sends one attempt at a time, a probe, and the other deliveries wait without using attempts), `closed` again after a success
+             * @enum {string}
+             */
+            circuit_state: "closed" | "open";
+            /**
+             * Format: date-time
+             * @description When the circuit breaker opened; present while it is open
+             * @example 2026-11-22T10:00:00.000Z
+             */
+            circuit_opened_at?: string;
+            /** @description Failed attempts in a row since the last success */
+            consecutive_failures: number;
             /**
              * Format: date-time
              * @example 2026-11-22T10:00:00.000Z
@@ -401,6 +451,11 @@ export interface components {
             headers?: {
                 [key: string]: string;
             };
+            /**
+             * @description A new limit, or null to remove it
+             * @example 5
+             */
+            rate_limit?: number | null;
         };
         RotatedSecret: {
             id: string;

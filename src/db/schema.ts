@@ -1,6 +1,7 @@
 import { sql } from 'drizzle-orm';
 import {
   check,
+  doublePrecision,
   index,
   integer,
   jsonb,
@@ -50,12 +51,21 @@ export const webhooks = pgTable(
     /** Why and when the service disabled the webhook (null when a customer did, or it is active). */
     disabledReason: text('disabled_reason'),
     disabledAt: timestamp('disabled_at', { withTimezone: true, mode: 'date' }),
+    /** Deliveries per second at most (`rate_limit`); null: no limit. */
+    rateLimit: doublePrecision('rate_limit'),
+    /** Rate limit clock: the earliest time the next send may start (a virtual schedule, GCRA). */
+    rateNextAt: timestamp('rate_next_at', { withTimezone: true, mode: 'date' }),
+    /** Failed attempts in a row (0 after a success): the circuit breaker's count. */
+    consecutiveFailures: integer('consecutive_failures').notNull().default(0),
+    /** When the circuit breaker opened (null: closed): while open, one attempt at a time probes the endpoint. */
+    circuitOpenedAt: timestamp('circuit_opened_at', { withTimezone: true, mode: 'date' }),
     createdAt: createdAt(),
     updatedAt: timestamp('updated_at', { withTimezone: true, mode: 'date' }).notNull(),
   },
   (table) => [
     index('webhooks_project_idx').on(table.projectId, table.id),
     check('webhooks_status_check', sql`${table.status} in ('active', 'disabled')`),
+    check('webhooks_rate_limit_check', sql`${table.rateLimit} is null or ${table.rateLimit} > 0`),
   ],
 );
 
@@ -167,6 +177,35 @@ export const deliveryAttempts = pgTable(
   },
   (table) => [
     uniqueIndex('delivery_attempts_number_idx').on(table.deliveryId, table.attemptNumber),
+  ],
+);
+
+/**
+ * Flow control: one row per delivery that holds or waits for one of its endpoint's send places
+ * (ENDPOINT_MAX_IN_FLIGHT, or one while the circuit breaker is open). Rows are changed only by
+ * the `acquire_send_permit` and `release_send_permit` functions (migration 0005), under the
+ * webhook's row lock. A `held` row lapses at `expires_at` (its worker died); a `waiting` row
+ * is woken, oldest first, when a place frees.
+ */
+export const sendPermits = pgTable(
+  'send_permits',
+  {
+    deliveryId: text('delivery_id')
+      .primaryKey()
+      .references(() => deliveries.id, { onDelete: 'cascade' }),
+    webhookId: text('webhook_id')
+      .notNull()
+      .references(() => webhooks.id, { onDelete: 'cascade' }),
+    state: text('state', { enum: ['held', 'waiting'] }).notNull(),
+    queuedAt: timestamp('queued_at', { withTimezone: true, mode: 'date' }).notNull(),
+    /** `held`: when the hold lapses. */
+    expiresAt: timestamp('expires_at', { withTimezone: true, mode: 'date' }),
+    /** `held` under a rate limit: the send may start at this time, not before. */
+    notBefore: timestamp('not_before', { withTimezone: true, mode: 'date' }),
+  },
+  (table) => [
+    index('send_permits_webhook_idx').on(table.webhookId, table.state, table.queuedAt),
+    check('send_permits_state_check', sql`${table.state} in ('held', 'waiting')`),
   ],
 );
 

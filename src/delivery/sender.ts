@@ -24,6 +24,23 @@ export interface SendResult {
   statusCode?: number | undefined;
   error?: string | undefined;
   durationMs: number;
+  /** A 429 or 503 answer's `Retry-After`, in milliseconds from now. */
+  retryAfterMs?: number | undefined;
+}
+
+/** Statuses whose `Retry-After` the service follows (back-pressure from the endpoint). */
+const BACK_PRESSURE_STATUSES = new Set([429, 503]);
+
+/**
+ * A `Retry-After` value in milliseconds from `now`: delay-seconds or an HTTP date (RFC 9110
+ * 10.2.3); undefined when absent or unreadable.
+ */
+export function parseRetryAfter(value: string | undefined, now = Date.now()): number | undefined {
+  if (value === undefined) return undefined;
+  const text = value.trim();
+  if (/^\d+$/.test(text)) return Number(text) * 1000;
+  const date = Date.parse(text);
+  return Number.isNaN(date) ? undefined : Math.max(0, date - now);
 }
 
 /** Sends signed notifications over kept-alive HTTPS connections. */
@@ -41,7 +58,6 @@ export interface SenderOptions {
   ca?: string | Buffer | undefined;
   /** Name resolution; defaults to the system resolver. Tests map names here without DNS. */
   lookup?: LookupFunction | undefined;
-  maxSocketsPerHost?: number | undefined;
 }
 
 class RefusedTargetError extends Error {
@@ -89,7 +105,10 @@ export function createSender(options: SenderOptions): Sender {
   const resolve = options.lookup ?? (dnsLookup as unknown as LookupFunction);
   const agent = new Agent({
     keepAlive: true,
-    maxSockets: options.maxSocketsPerHost ?? 50,
+    // No queue in the agent: every request gets its socket at once, so the time limit counts
+    // from the moment the request goes out (connect included), never from time spent queued.
+    // What one endpoint may hold is bounded by flow control (src/flow-control/), not here.
+    maxSockets: Infinity,
     // A `ca` option replaces Node's trust store, so the extra authorities join the default ones.
     // One secure context for every connection: a plain `ca` option would parse the ~150 root
     // certificates again for each new TLS connection (a third of the send path's throughput).
@@ -134,7 +153,8 @@ export function createSender(options: SenderOptions): Sender {
               statusCode >= 300 && statusCode < 400
                 ? `HTTP ${statusCode} ${reason} (redirects are not followed)`
                 : `HTTP ${statusCode} ${reason}`;
-            settle({ outcome: 'http_error', statusCode, error, durationMs: elapsed() });
+            const retryAfterMs = BACK_PRESSURE_STATUSES.has(statusCode) ? parseRetryAfter(res.headers['retry-after']) : undefined;
+            settle({ outcome: 'http_error', statusCode, error, durationMs: elapsed(), ...(retryAfterMs !== undefined && { retryAfterMs }) });
           };
           res.on('end', finish);
           res.on('close', finish); // also when the body was cut off; settle ignores repeats

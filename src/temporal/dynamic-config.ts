@@ -12,8 +12,15 @@
  * database reads of cluster metadata and namespaces (26 -> 13 persistence operations per
  * delivery, docs/performance.md). The service registers its attributes before it starts
  * anything, so the cache is never stale for it.
+ *
+ * Fair dispatch: each send activity carries its project as a fairness key, and with these on
+ * the matching service hands out the tasks of a backlog round-robin across keys instead of in
+ * arrival order, so one project's burst does not queue another project's deliveries behind it
+ * (docs/architecture.md, "Isolation").
  */
 export const SERVICE_DYNAMIC_CONFIG: Readonly<Record<string, unknown>> = {
   'system.enableActivityEagerExecution': true,
   'system.forceSearchAttributesCacheRefreshOnRead': false,
+  'matching.useNewMatcher': true,
+  'matching.enableFairness': true,
 };

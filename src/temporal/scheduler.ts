@@ -6,7 +6,7 @@ import {
   type Client,
 } from '@temporalio/client';
 import { bulkRetryWorkflow } from '../../workflows/bulk-retry.ts';
-import { deliveryWorkflow, retrySignal } from '../../workflows/delivery.ts';
+import { deliveryWorkflow, retrySignal, sendTurnSignal } from '../../workflows/delivery.ts';
 import {
   DeliveryStatusAttribute,
   EventTypeAttribute,
@@ -125,6 +125,22 @@ export class DeliveryScheduler {
     } catch (error) {
       if (!(error instanceof WorkflowNotFoundError)) throw error;
     }
+  }
+
+  /**
+   * Tells the workflows of deliveries that were waiting for a place at their endpoint that one
+   * is now theirs. A workflow that has closed meanwhile is skipped; its place lapses.
+   */
+  async wakeForTurn(deliveryIds: readonly string[]): Promise<void> {
+    await Promise.all(
+      deliveryIds.map(async (deliveryId) => {
+        try {
+          await this.client.workflow.getHandle(deliveryId).signal(sendTurnSignal);
+        } catch (error) {
+          if (!(error instanceof WorkflowNotFoundError)) throw error;
+        }
+      }),
+    );
   }
 
   /** Cancels the workflows of deliveries that no longer exist. */

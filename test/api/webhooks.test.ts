@@ -37,7 +37,7 @@ describe('POST /webhooks', () => {
     expect(Object.keys(data).sort()).toEqual(
       [
         'api_key_id', 'created_at', 'events', 'failure_count', 'headers', 'id', 'project_id', 'retry_config',
-        'secret', 'status', 'success_count', 'updated_at', 'url',
+        'secret', 'status', 'success_count', 'updated_at', 'url', 'circuit_state', 'consecutive_failures',
       ].sort(),
     );
     expect(data.id).toMatch(/^wh_[0-9a-z]{26}$/);
@@ -51,6 +51,8 @@ describe('POST /webhooks', () => {
       success_count: 0,
       failure_count: 0,
       retry_config: { max_retries: 5, initial_delay: 1, max_delay: 300, backoff_multiplier: 2 },
+      circuit_state: 'closed',
+      consecutive_failures: 0,
     });
     expect(data.secret).toMatch(/^whsec_[A-Za-z0-9+/]{43}=$/);
     expect(data.created_at).toMatch(ISO_UTC);
@@ -86,6 +88,9 @@ describe('POST /webhooks', () => {
     [{ headers: { 'X-A': '1', 'x-a': '2' } }, 'repeats a header name'],
     [{ headers: Object.fromEntries(Array.from({ length: 21 }, (_, i) => [`X-H${i}`, 'v'])) }, 'headers: must have at most 20 headers'],
     [{ headers: { 'X-Big': 'v'.repeat(9000) } }, 'headers: must total at most 8192 bytes'],
+    [{ rate_limit: 0 }, 'rate_limit: must be more than 0 deliveries per second'],
+    [{ rate_limit: 1001 }, 'rate_limit: must be at most 1000 deliveries per second'],
+    [{ rate_limit: '5' }, 'rate_limit: must be a number of deliveries per second'],
     [{ extra: true }, 'unknown field: extra'],
     [{ api_key_id: undefined }, 'api_key_id: is required'],
     [{ url: undefined }, 'url: is required'],

@@ -23,6 +23,8 @@ export interface HarnessOptions {
   bulkRetryRate?: number;
   /** Delivery settings of that worker; private targets are allowed by default in tests. */
   delivery?: { timeoutMs?: number; allowPrivateTargets?: boolean; caFile?: string };
+  /** Flow control of that worker (ENDPOINT_MAX_IN_FLIGHT, CIRCUIT_BREAKER_THRESHOLD); the configuration's defaults otherwise. */
+  flow?: { maxInFlight?: number; breakerThreshold?: number };
 }
 
 /** A JSON response as the tests see it. */
@@ -84,6 +86,7 @@ export async function startHarness(options: HarnessOptions = {}) {
       workflowBundlePath: inject('workflowBundlePath'),
       maxCachedWorkflows: parseConfig({}).temporal.maxCachedWorkflows,
       autoDisable: options.autoDisable ?? parseConfig({}).autoDisable,
+      flow: { ...parseConfig({}).flow, ...options.flow },
       sweepIntervalMs: 0,
     });
   }

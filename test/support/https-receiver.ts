@@ -18,6 +18,26 @@ export interface ReceivedRequest {
   headers: IncomingHttpHeaders;
   rawBody: Buffer;
   receivedAt: number;
+  /** When the exchange ended (answered, or the connection closed); unset while it is open. */
+  endedAt?: number;
+}
+
+/** The most requests of `requests` that were open at the same moment. */
+export function peakConcurrency(requests: readonly ReceivedRequest[]): number {
+  // An exchange answered within the millisecond it arrived still lasted a moment.
+  const moments = requests.flatMap((request) => [
+    { at: request.receivedAt, change: 1 },
+    { at: request.endedAt === undefined ? Number.POSITIVE_INFINITY : Math.max(request.endedAt, request.receivedAt + 0.5), change: -1 },
+  ]);
+  // At the same moment an end comes before a start: back-to-back exchanges do not overlap.
+  moments.sort((a, b) => a.at - b.at || a.change - b.change);
+  let open = 0;
+  let peak = 0;
+  for (const moment of moments) {
+    open += moment.change;
+    peak = Math.max(peak, open);
+  }
+  return peak;
 }
 
 /** What to do with a request: answer with a status (and optional headers), or never answer. */
@@ -34,6 +54,8 @@ export interface HttpsReceiver {
   /** TLS connections accepted so far (keep-alive reuse keeps this low). */
   readonly connectionCount: number;
   behave(behaviour: ReceiverBehaviour): void;
+  /** Answers every request left hanging so far with `status`. */
+  answerHanging(status?: number): void;
   /** Resolves once `count` requests have arrived. */
   waitForRequests(count: number, timeoutMs?: number): Promise<ReceivedRequest[]>;
   close(): Promise<void>;
@@ -57,6 +79,10 @@ export async function startHttpsReceiver(): Promise<HttpsReceiver> {
         rawBody: Buffer.concat(chunks),
         receivedAt: Date.now(),
       };
+      res.on('close', () => {
+        request.endedAt = Date.now();
+        hanging.delete(res);
+      });
       requests.push(request);
       for (const waiter of waiters.filter((w) => requests.length >= w.count)) waiter.resolve();
       const answer = behaviour(request, requests.length - 1);
@@ -84,6 +110,9 @@ export async function startHttpsReceiver(): Promise<HttpsReceiver> {
     },
     behave(next) {
       behaviour = next;
+    },
+    answerHanging(status = 200) {
+      for (const res of [...hanging]) res.writeHead(status).end('ok');
     },
     waitForRequests(count, timeoutMs = 30_000) {
       if (requests.length >= count) return Promise.resolve(requests.slice());

@@ -46,6 +46,7 @@ export const webhooksRouter = createRouter()
         url: body.url,
         events: body.events,
         headers: body.headers ?? {},
+        rateLimit: body.rate_limit,
         secretSealed: secretBox.seal(secret),
       });
       c.var.logger.info({ webhookId: row.id }, 'webhook created');
@@ -110,7 +111,7 @@ export const webhooksRouter = createRouter()
       path: '/webhooks/{id}',
       operationId: 'updateWebhook',
       tags,
-      summary: 'Update a webhook: url, events, status, headers',
+      summary: 'Update a webhook: url, events, status, headers, rate_limit',
       request: { params: IdParamsSchema, body: jsonBody(UpdateWebhookSchema) },
       responses: {
         200: success(envelope(WebhookSchema), 'The updated webhook'),
@@ -120,10 +121,10 @@ export const webhooksRouter = createRouter()
     async (c) => {
       const { id } = c.req.valid('param');
       await ownedWebhook(c, id);
-      const body = c.req.valid('json');
-      const row = await updateWebhook(c.var.deps.db, id, body);
+      const { rate_limit: rateLimit, ...body } = c.req.valid('json');
+      const row = await updateWebhook(c.var.deps.db, id, { ...body, ...(rateLimit !== undefined && { rateLimit }) });
       if (!row) throw new ApiError('not_found', `webhook ${id} not found`);
-      c.var.logger.info({ fields: Object.keys(body) }, 'webhook updated');
+      c.var.logger.info({ fields: Object.keys(c.req.valid('json')) }, 'webhook updated');
       return c.json(
         { data: webhookResource(row), message: 'Webhook updated', meta: { request_id: c.var.requestId } },
         200,

@@ -203,11 +203,24 @@ export interface AttemptResult {
   nextStatus: { status: 'failed'; nextRetryAt: Date } | { status: 'dead_letter' };
 }
 
+/** What {@link finishAttempt} recorded. */
+export interface AttemptRecorded {
+  /**
+   * False when the attempt was no longer the delivery's current one (a newer attempt, or the end
+   * of its round, had closed its row): nothing was written.
+   */
+  recorded: boolean;
+  /** The webhook's circuit breaker changed state with this attempt. */
+  circuit?: 'opened' | 'closed' | undefined;
+}
+
 /**
  * Closes the attempt row and moves the delivery to `delivered`, `failed` or `dead_letter`,
- * updating the webhook's counters, in one statement.
+ * updating the webhook's counters and circuit breaker (open once `breakerThreshold` attempts in
+ * a row have failed, closed by a success), in one statement. Fenced: only an attempt whose row is
+ * still open writes anything, so the late end of an abandoned attempt changes nothing.
  */
-export async function finishAttempt(db: Database, result: AttemptResult): Promise<void> {
+export async function finishAttempt(db: Database, result: AttemptResult, breakerThreshold: number): Promise<AttemptRecorded> {
   const common = {
     attemptId: result.attemptId,
     deliveryId: result.deliveryId,
@@ -218,15 +231,18 @@ export async function finishAttempt(db: Database, result: AttemptResult): Promis
     error: result.error ?? null,
     finishedAt: result.finishedAt.toISOString(),
   };
-  if (result.outcome === 'succeeded') {
-    await finishSucceededStatement(db).execute(common);
-  } else {
-    await finishFailedStatement(db).execute({
-      ...common,
-      status: result.nextStatus.status,
-      nextRetryAt: result.nextStatus.status === 'failed' ? result.nextStatus.nextRetryAt.toISOString() : null,
-    });
-  }
+  const [row] =
+    result.outcome === 'succeeded'
+      ? await finishSucceededStatement(db).execute(common)
+      : await finishFailedStatement(db).execute({
+          ...common,
+          breakerThreshold,
+          status: result.nextStatus.status,
+          nextRetryAt: result.nextStatus.status === 'failed' ? result.nextStatus.nextRetryAt.toISOString() : null,
+        });
+  if (!row) return { recorded: false };
+  const isOpen = row.circuitOpenedAt !== null;
+  return { recorded: true, circuit: isOpen === row.wasOpen ? undefined : isOpen ? 'opened' : 'closed' };
 }
 
 /** {@link finishAttempt}'s statement for a success or for a failure, with placeholders for the attempt's values. */
@@ -237,8 +253,10 @@ function finishAttemptStatement(db: Database, succeeded: boolean) {
     db
       .update(deliveryAttempts)
       .set({ outcome: value('outcome'), durationMs: value('durationMs'), statusCode: value('statusCode'), error: value('error') })
-      .where(eq(deliveryAttempts.id, value('attemptId'))),
+      .where(and(eq(deliveryAttempts.id, value('attemptId')), eq(deliveryAttempts.outcome, 'in_progress')))
+      .returning({ id: deliveryAttempts.id }),
   );
+  const current = exists(db.select().from(closed));
   const settled = db.$with('settled').as(
     db
       .update(deliveries)
@@ -253,17 +271,33 @@ function finishAttemptStatement(db: Database, succeeded: boolean) {
               updatedAt: finishedAt,
             },
       )
-      .where(eq(deliveries.id, value('deliveryId'))),
+      .where(and(eq(deliveries.id, value('deliveryId')), current)),
+  );
+  const wasOpen = db.$with('was_open').as(
+    db.select({ open: sql<boolean>`${webhooks.circuitOpenedAt} is not null`.as('open') }).from(webhooks).where(eq(webhooks.id, value('webhookId'))),
   );
   return db
-    .with(closed, settled)
+    .with(closed, settled, wasOpen)
     .update(webhooks)
     .set(
       succeeded
-        ? { successCount: sql`${webhooks.successCount} + 1`, failingSince: null, lastDeliveredAt: sql`greatest(${webhooks.lastDeliveredAt}, ${finishedAt})` }
-        : { failureCount: sql`${webhooks.failureCount} + 1`, failingSince: sql`coalesce(${webhooks.failingSince}, ${finishedAt})` },
+        ? {
+            successCount: sql`${webhooks.successCount} + 1`,
+            failingSince: null,
+            lastDeliveredAt: sql`greatest(${webhooks.lastDeliveredAt}, ${finishedAt})`,
+            consecutiveFailures: 0,
+            circuitOpenedAt: null,
+          }
+        : {
+            failureCount: sql`${webhooks.failureCount} + 1`,
+            failingSince: sql`coalesce(${webhooks.failingSince}, ${finishedAt})`,
+            consecutiveFailures: sql`${webhooks.consecutiveFailures} + 1`,
+            circuitOpenedAt: sql`case when ${webhooks.consecutiveFailures} + 1 >= ${value('breakerThreshold')}::integer
+              then coalesce(${webhooks.circuitOpenedAt}, ${finishedAt}) else ${webhooks.circuitOpenedAt} end`,
+          },
     )
-    .where(eq(webhooks.id, value('webhookId')))
+    .where(and(eq(webhooks.id, value('webhookId')), current))
+    .returning({ circuitOpenedAt: webhooks.circuitOpenedAt, wasOpen: sql<boolean>`(select open from ${wasOpen})` })
     .prepare(succeeded ? 'finish_attempt_succeeded' : 'finish_attempt_failed');
 }
 

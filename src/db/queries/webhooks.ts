@@ -11,6 +11,8 @@ export interface WebhookInput {
   url: string;
   events: string[];
   headers: Record<string, string>;
+  /** Deliveries per second at most; undefined or null: no limit. */
+  rateLimit?: number | null | undefined;
 }
 
 /** Inserts a new, active webhook whose secret is already sealed. */
@@ -29,6 +31,7 @@ export async function insertWebhook(
       url: input.url,
       events: input.events,
       headers: input.headers,
+      rateLimit: input.rateLimit ?? null,
       status: 'active',
       secretSealed: input.secretSealed,
       createdAt: now,
@@ -56,7 +59,7 @@ export async function findWebhook(db: Database, id: string): Promise<WebhookRow 
 export async function updateWebhook(
   db: Database,
   id: string,
-  changes: Partial<Pick<WebhookRow, 'url' | 'events' | 'headers' | 'status' | 'secretSealed'>>,
+  changes: Partial<Pick<WebhookRow, 'url' | 'events' | 'headers' | 'status' | 'secretSealed' | 'rateLimit'>>,
 ): Promise<WebhookRow | undefined> {
   // Re-enabling clears the service's reason and restarts the endpoint-health clock.
   const reenabled = changes.status === 'active' ? { disabledReason: null, disabledAt: null, failingSince: null } : {};

@@ -29,7 +29,18 @@ function submittedValues(c: Context<PortalEnv>): WebhookFormValues {
     events: formValues(c, 'events'),
     ...(status === 'active' || status === 'disabled' ? { status } : {}),
     headers: formValue(c, 'headers'),
+    rateLimit: formValue(c, 'rate_limit').trim(),
   };
+}
+
+/**
+ * The form's rate limit for the API: empty is none (`null` clears it on an update); anything else
+ * goes as a number, or as typed when it is not one, so that the API's own rule refuses it.
+ */
+function rateLimitOf(values: WebhookFormValues): number | null {
+  if (values.rateLimit === '') return null;
+  const number = Number(values.rateLimit);
+  return (Number.isFinite(number) ? number : values.rateLimit) as number;
 }
 
 /** Runs a form's change; a 400 from the API shows the form again with its message and the customer's input. */
@@ -65,7 +76,7 @@ export function webhookPages(appFetch: AppFetch) {
       return render(c, { title: 'Webhook endpoints' }, webhookList(data));
     })
     .get('/webhooks/new', (c) =>
-      render(c, { title: 'Add endpoint', breadcrumbs: HOME }, webhookForm(pageSession(c), `${PORTAL_BASE}/webhooks`, { url: '', events: ['docauth.completed'], headers: '' }, 'Add endpoint')),
+      render(c, { title: 'Add endpoint', breadcrumbs: HOME }, webhookForm(pageSession(c), `${PORTAL_BASE}/webhooks`, { url: '', events: ['docauth.completed'], headers: '', rateLimit: '' }, 'Add endpoint')),
     )
     .post('/webhooks', async (c) => {
       const values = submittedValues(c);
@@ -73,7 +84,13 @@ export function webhookPages(appFetch: AppFetch) {
         async () => {
           const { data } = await answered(
             portalApi(c, appFetch).POST('/api-gateway/v2/webhooks', {
-              body: { api_key_id: c.var.apiKey.id, url: values.url, events: values.events as ['docauth.completed'], headers: parseHeadersText(values.headers) },
+              body: {
+                api_key_id: c.var.apiKey.id,
+                url: values.url,
+                events: values.events as ['docauth.completed'],
+                headers: parseHeadersText(values.headers),
+                ...(values.rateLimit !== '' && { rate_limit: rateLimitOf(values)! }),
+              },
             }),
           );
           return render(c, { title: 'Endpoint added', notice: `Events now go to ${data.url}.`, breadcrumbs: HOME }, secretReveal(data.id, data.secret), 201);
@@ -112,7 +129,13 @@ export function webhookPages(appFetch: AppFetch) {
     .get('/webhooks/:id/edit', async (c) => {
       const id = c.req.param('id');
       const { data: webhook } = await answered(portalApi(c, appFetch).GET('/api-gateway/v2/webhooks/{id}', { params: { path: { id } } }));
-      const values = { url: webhook.url, events: webhook.events, status: webhook.status, headers: headersText(webhook.headers) };
+      const values = {
+        url: webhook.url,
+        events: webhook.events,
+        status: webhook.status,
+        headers: headersText(webhook.headers),
+        rateLimit: webhook.rate_limit === undefined ? '' : String(webhook.rate_limit),
+      };
       return render(
         c,
         { title: 'Edit endpoint', breadcrumbs: [...HOME, { href: webhookPath(id), label: webhook.url }] },
@@ -127,7 +150,13 @@ export function webhookPages(appFetch: AppFetch) {
           await answered(
             portalApi(c, appFetch).PATCH('/api-gateway/v2/webhooks/{id}', {
               params: { path: { id } },
-              body: { url: values.url, events: values.events as ['docauth.completed'], status: values.status, headers: parseHeadersText(values.headers) },
+              body: {
+                url: values.url,
+                events: values.events as ['docauth.completed'],
+                status: values.status,
+                headers: parseHeadersText(values.headers),
+                rate_limit: rateLimitOf(values),
+              },
             }),
           );
           return redirectAfterChange(c, webhookPath(id), 'updated');

@@ -44,6 +44,8 @@ export interface WebhookFormValues {
   status?: 'active' | 'disabled';
   /** One `Name: value` per line. */
   headers: string;
+  /** Deliveries per second, as typed; empty: no limit. */
+  rateLimit: string;
 }
 
 /** Custom headers as the form's text: one `Name: value` per line. */
@@ -87,6 +89,11 @@ export function webhookForm(session: PageSession, action: string, values: Webhoo
     <textarea id="headers" name="headers" rows="4" spellcheck="false"${invalid('headers')}>${values.headers}</textarea>
     <p class="hint" id="headers-hint">One per line, as <code>Name: value</code>. They are sent with every request.</p>
   </div>
+  <div class="field">
+    <label for="rate_limit">Rate limit <span class="optional">(optional)</span></label>
+    <input id="rate_limit" name="rate_limit" type="text" inputmode="decimal" value="${values.rateLimit}"${invalid('rate_limit')}>
+    <p class="hint" id="rate_limit-hint">Deliveries per second at most, such as 5 or 0.5. Leave empty for no limit. Deliveries beyond it wait their turn.</p>
+  </div>
   <div class="actions"><button type="submit" class="button primary">${submitLabel}</button></div>
 </form>`;
 }
@@ -102,6 +109,10 @@ export function webhookSummary(session: PageSession, webhook: Webhook): Markup {
   <div><dt>Custom headers</dt><dd>${headers.length === 0 ? 'none' : html`<ul class="plain">${headers.map(([name, value]) => html`<li><code>${name}: ${value}</code></li>`)}</ul>`}</dd></div>
   <div><dt>Delivered</dt><dd>${webhook.success_count} (last ${timestamp(webhook.last_delivered_at)})</dd></div>
   <div><dt>Failed attempts</dt><dd>${webhook.failure_count}</dd></div>
+  <div><dt>Rate limit</dt><dd>${webhook.rate_limit === undefined ? 'none' : `${webhook.rate_limit} per second`}</dd></div>
+  <div><dt>Circuit breaker</dt><dd>${webhook.circuit_state === 'open'
+    ? html`${badge('open')} <span class="hint">since ${timestamp(webhook.circuit_opened_at)}, after ${webhook.consecutive_failures} failed attempts in a row: one attempt at a time until the endpoint answers</span>`
+    : 'closed'}</dd></div>
   <div><dt>Retries</dt><dd>${webhook.retry_config.max_retries} retries, ${webhook.retry_config.initial_delay} s doubling up to ${webhook.retry_config.max_delay} s</dd></div>
   <div><dt>Id</dt><dd><code>${webhook.id}</code></dd></div>
 </dl>

@@ -1,0 +1,103 @@
+/**
+ * At most one attempt of a delivery is in flight, and only the current attempt records its
+ * outcome: the races of a manual retry, a bulk retry and a late finish against a running attempt.
+ */
+import { eq } from 'drizzle-orm';
+import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
+import { finishAttempt, startAttempt, type AttemptResult } from '../../src/db/queries/deliveries.ts';
+import { recordEvent } from '../../src/db/queries/events.ts';
+import { deliveries, deliveryAttempts, webhooks } from '../../src/db/schema.ts';
+import { retrySignal } from '../../workflows/delivery.ts';
+import { docauthData, startHarness, type Harness } from '../support/harness.ts';
+import { peakConcurrency, startHttpsReceiver, type HttpsReceiver } from '../support/https-receiver.ts';
+import { BASE, createWebhookFor, publishFor, waitForDelivery } from './support.ts';
+
+let h: Harness;
+let receiver: HttpsReceiver;
+
+beforeAll(async () => {
+  receiver = await startHttpsReceiver();
+  h = await startHarness({ worker: true, delivery: { caFile: receiver.certFile, timeoutMs: 20_000 } });
+});
+afterAll(async () => {
+  await h?.stop();
+  await receiver?.close();
+});
+beforeEach(() => {
+  // The first request of each delivery hangs (an attempt in flight); later ones are answered.
+  receiver.behave((request) => (requestsFor(String(request.headers['x-service-delivery-id'])).length === 1 ? 'hang' : { status: 200 }));
+});
+
+const requestsFor = (deliveryId: string) => receiver.requests.filter((request) => request.headers['x-service-delivery-id'] === deliveryId);
+
+async function firstAttemptOut(deliveryId: string): Promise<void> {
+  const deadline = Date.now() + 20_000;
+  while (requestsFor(deliveryId).length === 0) {
+    if (Date.now() > deadline) throw new Error(`no attempt of ${deliveryId} arrived`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+it('a retry signal during an attempt cancels it before the new round: never two requests at once', async () => {
+  const { key, webhookId } = await createWebhookFor(h, receiver.url);
+  const [deliveryId] = (await publishFor(h, key.projectId)).delivery_ids;
+  await firstAttemptOut(deliveryId!);
+  // A manual retry that reaches the workflow while its attempt runs (the API's status check
+  // raced the attempt's start).
+  await h.client.workflow.getHandle(deliveryId!).signal(retrySignal);
+  await waitForDelivery(h, key.token, webhookId, deliveryId!, (d) => d.status === 'delivered');
+  const requests = requestsFor(deliveryId!);
+  expect(requests).toHaveLength(2);
+  expect(peakConcurrency(requests)).toBe(1);
+}, 60_000);
+
+it('a bulk retry during an attempt cancels it before the new round: never two requests at once', async () => {
+  const { key, webhookId } = await createWebhookFor(h, receiver.url);
+  const [deliveryId] = (await publishFor(h, key.projectId)).delivery_ids;
+  await firstAttemptOut(deliveryId!);
+  // The operation matches the delivery as `failed`, as it was an instant before this attempt started.
+  await h.db.update(deliveries).set({ status: 'failed' }).where(eq(deliveries.id, deliveryId!));
+  const started = await h.request('POST', `${BASE}/webhooks/${webhookId}/deliveries/retry`, { token: key.token, body: { status: ['failed'] } });
+  expect(started.status).toBe(202);
+  await waitForDelivery(h, key.token, webhookId, deliveryId!, (d) => d.status === 'delivered');
+  const requests = requestsFor(deliveryId!);
+  expect(requests).toHaveLength(2);
+  expect(peakConcurrency(requests)).toBe(1);
+}, 60_000);
+
+it('the late end of an abandoned attempt changes nothing: a delivered delivery stays delivered', async () => {
+  const { key, webhookId } = await createWebhookFor(h, receiver.url);
+  // A delivery of its own, with no workflow: this test plays the two attempts itself.
+  const recorded = await recordEvent(h.db, h.secretBox, {
+    projectId: key.projectId,
+    producerEventId: 'late-finish',
+    event: 'docauth.completed',
+    occurredAt: new Date(),
+    payload: docauthData(),
+  });
+  const deliveryId = recorded.deliveries[0]!.deliveryId;
+  const result = (attemptId: string, outcome: AttemptResult['outcome'], statusCode: number): AttemptResult => ({
+    attemptId,
+    deliveryId,
+    webhookId,
+    outcome,
+    statusCode,
+    error: outcome === 'succeeded' ? undefined : `HTTP ${statusCode}`,
+    durationMs: 5,
+    finishedAt: new Date(),
+    nextStatus: { status: 'failed', nextRetryAt: new Date(Date.now() + 1_000) },
+  });
+  const abandoned = await startAttempt(h.db, deliveryId, new Date());
+  // Its worker was presumed dead: the retry opens a new attempt (closing the old row) that succeeds.
+  const retried = await startAttempt(h.db, deliveryId, new Date());
+  await finishAttempt(h.db, result(retried!.attempt!.attemptId, 'succeeded', 200), 5);
+  // Then the abandoned attempt ends, late, with a failure.
+  await finishAttempt(h.db, result(abandoned!.attempt!.attemptId, 'http_error', 500), 5);
+
+  const [delivery] = await h.db.select().from(deliveries).where(eq(deliveries.id, deliveryId));
+  expect(delivery).toMatchObject({ status: 'delivered', lastError: null, lastStatusCode: 200, nextRetryAt: null });
+  const [webhook] = await h.db.select().from(webhooks).where(eq(webhooks.id, webhookId));
+  expect(webhook).toMatchObject({ successCount: 1, failureCount: 0 });
+  const [oldRow] = await h.db.select().from(deliveryAttempts).where(eq(deliveryAttempts.id, abandoned!.attempt!.attemptId));
+  expect(oldRow).toMatchObject({ outcome: 'timeout', statusCode: null });
+}, 30_000);

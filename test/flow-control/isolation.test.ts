@@ -1,0 +1,132 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { BASE, createWebhookFor, publishFor, waitForDelivery } from '../delivery/support.ts';
+import { startHarness, type Harness } from '../support/harness.ts';
+import { peakConcurrency, startHttpsReceiver, type HttpsReceiver, type ReceiverBehaviour } from '../support/https-receiver.ts';
+
+const MAX_IN_FLIGHT = 2;
+const BREAKER_THRESHOLD = 3;
+
+let h: Harness;
+let receiver: HttpsReceiver;
+/** How each endpoint (the last path segment of its URL) answers. */
+const endpoints = new Map<string, ReceiverBehaviour>();
+
+beforeAll(async () => {
+  receiver = await startHttpsReceiver();
+  receiver.behave((request, index) => (endpoints.get(request.path.split('/').pop()!) ?? (() => ({ status: 200 })))(request, index));
+  h = await startHarness({
+    worker: true,
+    delivery: { caFile: receiver.certFile, timeoutMs: 20_000 },
+    flow: { maxInFlight: MAX_IN_FLIGHT, breakerThreshold: BREAKER_THRESHOLD },
+  });
+});
+afterAll(async () => {
+  await h?.stop();
+  await receiver?.close();
+});
+beforeEach(() => {
+  endpoints.clear();
+});
+
+const requestsTo = (endpoint: string) => receiver.requests.filter((request) => request.path.endsWith(`/${endpoint}`));
+const requestsFor = (deliveryId: string) => receiver.requests.filter((request) => request.headers['x-service-delivery-id'] === deliveryId);
+const webhookOf = async (token: string, id: string) => (await h.request('GET', `${BASE}/webhooks/${id}`, { token })).body.data;
+
+async function until(what: string, predicate: () => boolean | Promise<boolean>, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await predicate())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+describe('isolation', () => {
+  it("holds a hanging endpoint to its places, delivers another project's events meanwhile, and spends no attempt on waiting", async () => {
+    endpoints.set('hang', () => 'hang');
+    const hanging = await createWebhookFor(h, `${receiver.url}/hang`);
+    const healthy = await createWebhookFor(h, `${receiver.url}/ok`);
+    const waiting: string[] = [];
+    for (let i = 0; i < 6; i += 1) waiting.push(...(await publishFor(h, hanging.key.projectId)).delivery_ids);
+    await until('the hanging endpoint to hold its places', () => requestsTo('hang').length >= MAX_IN_FLIGHT);
+
+    const healthyIds: string[] = [];
+    for (let i = 0; i < 5; i += 1) healthyIds.push(...(await publishFor(h, healthy.key.projectId)).delivery_ids);
+    for (const id of healthyIds) await waitForDelivery(h, healthy.key.token, healthy.webhookId, id, (d) => d.status === 'delivered', 10_000);
+    expect(requestsTo('hang')).toHaveLength(MAX_IN_FLIGHT);
+    expect(await h.metrics.registry.metrics()).toMatch(/webhook_send_waits_total\{reason="endpoint_busy"\} \d+/);
+
+    // The endpoint recovers: the waiting deliveries go out, never more than its places at once,
+    // each in one attempt (waiting used none).
+    endpoints.delete('hang');
+    receiver.answerHanging(200);
+    for (const id of waiting) {
+      const delivered = await waitForDelivery(h, hanging.key.token, hanging.webhookId, id, (d) => d.status === 'delivered', 30_000);
+      expect(delivered.attempt_count).toBe(1);
+    }
+    expect(peakConcurrency(requestsTo('hang'))).toBeLessThanOrEqual(MAX_IN_FLIGHT);
+  }, 90_000);
+
+  it('opens the circuit breaker after failures in a row, probes one attempt at a time, and closes it on a success', async () => {
+    endpoints.set('down', () => ({ status: 500 }));
+    const { key, webhookId } = await createWebhookFor(h, `${receiver.url}/down`);
+    const ids: string[] = [];
+    for (let i = 0; i < 4; i += 1) ids.push(...(await publishFor(h, key.projectId)).delivery_ids);
+    await until('the circuit to open', async () => (await webhookOf(key.token, webhookId)).circuit_state === 'open');
+    const opened = await webhookOf(key.token, webhookId);
+    expect(opened).toMatchObject({ circuit_state: 'open', circuit_opened_at: expect.any(String), consecutive_failures: expect.any(Number) });
+    expect(opened.consecutive_failures).toBeGreaterThanOrEqual(BREAKER_THRESHOLD);
+    const openedAt = Date.parse(opened.circuit_opened_at);
+    expect(h.logs.some((line) => line.includes('circuit breaker opened') && line.includes(webhookId))).toBe(true);
+
+    // Some probing while open, then the endpoint answers again.
+    await new Promise((resolve) => setTimeout(resolve, 3_000));
+    const recoveredAt = Date.now();
+    endpoints.delete('down');
+    for (const id of ids) await waitForDelivery(h, key.token, webhookId, id, (d) => d.status === 'delivered', 40_000);
+    // While it was open, one request at a time.
+    const probes = requestsTo('down').filter((request) => request.receivedAt > openedAt && request.receivedAt < recoveredAt);
+    expect(probes.length).toBeGreaterThan(0);
+    expect(peakConcurrency(probes)).toBe(1);
+    expect(await webhookOf(key.token, webhookId)).toMatchObject({ circuit_state: 'closed', consecutive_failures: 0 });
+    expect(await h.metrics.registry.metrics()).toMatch(/webhook_circuit_transitions_total\{state="opened"\} [1-9]/);
+    expect(await h.metrics.registry.metrics()).toMatch(/webhook_circuit_transitions_total\{state="closed"\} [1-9]/);
+  }, 90_000);
+});
+
+describe('back-pressure and rate limits', () => {
+  it("waits as long as a 429's Retry-After asks before the next attempt, and says so in next_retry_at", async () => {
+    endpoints.set('busy', () => (requestsTo('busy').length === 1 ? { status: 429, headers: { 'Retry-After': '3' } } : { status: 200 }));
+    const { key, webhookId } = await createWebhookFor(h, `${receiver.url}/busy`);
+    const [deliveryId] = (await publishFor(h, key.projectId)).delivery_ids;
+    const failed = await waitForDelivery(h, key.token, webhookId, deliveryId!, (d) => d.status === 'failed');
+    expect(failed.last_status_code).toBe(429);
+    await waitForDelivery(h, key.token, webhookId, deliveryId!, (d) => d.status === 'delivered');
+    const [first, second] = requestsFor(deliveryId!);
+    expect(Date.parse(failed.next_retry_at) - first!.receivedAt).toBeGreaterThanOrEqual(2_900);
+    // The policy alone would have waited 1 s.
+    expect(second!.receivedAt - first!.receivedAt).toBeGreaterThanOrEqual(2_900);
+  }, 30_000);
+
+  it("spaces deliveries by the webhook's rate_limit, set and cleared through the API", async () => {
+    const { key, webhookId } = await createWebhookFor(h, `${receiver.url}/limited`, { rate_limit: 2 });
+    expect((await webhookOf(key.token, webhookId)).rate_limit).toBe(2);
+    const ids: string[] = [];
+    for (let i = 0; i < 4; i += 1) ids.push(...(await publishFor(h, key.projectId)).delivery_ids);
+    for (const id of ids) {
+      const delivered = await waitForDelivery(h, key.token, webhookId, id, (d) => d.status === 'delivered');
+      expect(delivered.attempt_count).toBe(1);
+    }
+    const arrivals = requestsTo('limited').map((request) => request.receivedAt).sort((a, b) => a - b);
+    // Each send has its own start time 500 ms after the previous one's; Temporal's timers may
+    // fire a little late (they are not sub-second precise), never early.
+    expect(arrivals.at(-1)! - arrivals[0]!).toBeGreaterThanOrEqual(1_450);
+    for (const at of arrivals) expect(arrivals.filter((other) => other >= at && other < at + 900).length).toBeLessThanOrEqual(2);
+
+    const cleared = await h.request('PATCH', `${BASE}/webhooks/${webhookId}`, { token: key.token, body: { rate_limit: null } });
+    expect(cleared.status).toBe(200);
+    expect(cleared.body.data).not.toHaveProperty('rate_limit');
+    const refused = await h.request('PATCH', `${BASE}/webhooks/${webhookId}`, { token: key.token, body: { rate_limit: 0 } });
+    expect(refused.status).toBe(400);
+    expect(refused.body.error).toMatchObject({ code: 'invalid_request', message: expect.stringContaining('rate_limit') });
+  }, 30_000);
+});
