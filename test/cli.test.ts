@@ -52,10 +52,10 @@ afterAll(async () => {
 
 describe('webhooks and deliveries commands', () => {
   it('create, list, get, update, rotate-secret and delete a webhook, with --json output', async () => {
-    const created = await cli(['webhooks', 'create', '--url', 'https://example.com/in', '--header', 'X-Tag=blue', '--json']);
+    const created = await cli(['webhooks', 'create', '--url', 'https://example.com/in', '--header', 'X-Tag=blue', '--rate-limit', '2.5', '--json']);
     expect(created.code).toBe(0);
     const webhook = JSON.parse(created.stdout);
-    expect(webhook).toMatchObject({ api_key_id: key.id, url: 'https://example.com/in', headers: { 'X-Tag': 'blue' }, status: 'active' });
+    expect(webhook).toMatchObject({ api_key_id: key.id, url: 'https://example.com/in', headers: { 'X-Tag': 'blue' }, status: 'active', rate_limit: 2.5 });
     expect(webhook.secret).toMatch(/^whsec_/);
 
     const list = JSON.parse((await cli(['webhooks', 'list', '--json'])).stdout);
@@ -66,8 +66,12 @@ describe('webhooks and deliveries commands', () => {
 
     const got = JSON.parse((await cli(['webhooks', 'get', webhook.id, '--json'])).stdout);
     expect(got).not.toHaveProperty('secret');
-    const updated = JSON.parse((await cli(['webhooks', 'update', webhook.id, '--status', 'disabled', '--json'])).stdout);
+    const updated = JSON.parse((await cli(['webhooks', 'update', webhook.id, '--status', 'disabled', '--rate-limit', 'none', '--json'])).stdout);
     expect(updated.status).toBe('disabled');
+    expect(updated).not.toHaveProperty('rate_limit');
+    const refused = await cli(['webhooks', 'update', webhook.id, '--rate-limit', 'fast']);
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toContain('rate_limit: must be a number of deliveries per second');
     const rotated = JSON.parse((await cli(['webhooks', 'rotate-secret', webhook.id, '--json'])).stdout);
     expect(rotated.secret).not.toBe(webhook.secret);
     expect((await cli(['webhooks', 'delete', webhook.id])).stdout).toContain(`Webhook ${webhook.id} deleted.`);

@@ -29,9 +29,9 @@ function required(value: string | undefined, what: string, usage: string): strin
 
 const WEBHOOKS_USAGE = `usage:
   webhooks list
-  webhooks create --url <https url> [--events docauth.completed] [--header Name=value]... [--api-key-id <key id>]
+  webhooks create --url <https url> [--events docauth.completed] [--header Name=value]... [--rate-limit <per second>] [--api-key-id <key id>]
   webhooks get <webhook id>
-  webhooks update <webhook id> [--url <url>] [--events <e1,e2>] [--status active|disabled] [--header Name=value]...
+  webhooks update <webhook id> [--url <url>] [--events <e1,e2>] [--status active|disabled] [--header Name=value]... [--rate-limit <per second>|none]
   webhooks delete <webhook id>
   webhooks rotate-secret <webhook id>
 options: --json, --token <API token> (or WEBHOOKS_API_TOKEN), --api-url <url> (or WEBHOOKS_API_URL)`;
@@ -48,6 +48,7 @@ export async function webhooksCommand(config: Config, args: string[]): Promise<v
       events: { type: 'string' },
       status: { type: 'string' },
       header: { type: 'string', multiple: true },
+      'rate-limit': { type: 'string' },
       'api-key-id': { type: 'string' },
     },
   });
@@ -55,6 +56,9 @@ export async function webhooksCommand(config: Config, args: string[]): Promise<v
   const id = () => required(positionals[0], 'a webhook id', WEBHOOKS_USAGE);
   const events = values.events?.split(',').map((event) => event.trim());
   const headers = parseHeaderOptions(values.header);
+  // `none` removes the limit; any other text goes as a number (or as typed, for the service to refuse).
+  const rateLimitOption = values['rate-limit'];
+  const rateLimit = rateLimitOption === undefined ? undefined : rateLimitOption === 'none' ? null : Number.isFinite(Number(rateLimitOption)) ? Number(rateLimitOption) : (rateLimitOption as unknown as number);
   let result: { data?: any; message?: string } | undefined;
   switch (action) {
     case 'list':
@@ -67,6 +71,7 @@ export async function webhooksCommand(config: Config, args: string[]): Promise<v
         // The service validates the values and answers which one is wrong.
         events: (events ?? ['docauth.completed']) as NonNullable<WebhookFields['events']>,
         ...(headers ? { headers } : {}),
+        ...(rateLimit !== undefined && rateLimit !== null ? { rate_limit: rateLimit } : {}),
       } }));
       break;
     case 'get':
@@ -78,6 +83,7 @@ export async function webhooksCommand(config: Config, args: string[]): Promise<v
         ...(events ? { events: events as NonNullable<WebhookFields['events']> } : {}),
         ...(values.status ? { status: values.status as NonNullable<WebhookFields['status']> } : {}),
         ...(headers ? { headers } : {}),
+        ...(rateLimit !== undefined ? { rate_limit: rateLimit } : {}),
       } }));
       break;
     case 'delete':

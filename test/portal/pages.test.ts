@@ -60,13 +60,18 @@ describe('endpoints through the portal', () => {
     expect((await h.request('GET', `${BASE}/webhooks`, { token: key.token })).body.data.length).toBe(before);
   });
 
-  it('edits url, events, status and headers, and escapes what it shows', async () => {
+  it('edits url, events, status, headers and rate limit, and escapes what it shows', async () => {
     const { id } = await createdThroughPortal('https://example.com/before');
+    const refused = await visitor.post(`/portal/webhooks/${id}`, { url: 'https://example.com/before', events: 'docauth.completed', headers: '', rate_limit: 'fast' });
+    expect(refused.status).toBe(400);
+    expect(refused.html).toContain('rate_limit: must be a number of deliveries per second');
+    expect(refused.html).toMatch(/id="rate_limit"[^>]*value="fast"[^>]*aria-invalid="true"/);
     const saved = await visitor.post(`/portal/webhooks/${id}`, {
       url: 'https://example.com/after?a=1&b=2',
       events: 'docauth.completed',
       status: 'disabled',
       headers: 'X-Quote: "<i>"',
+      rate_limit: '2.5',
     });
     expect(saved.status).toBe(303);
     expect(saved.location).toBe(`/portal/webhooks/${id}?done=updated`);
@@ -76,7 +81,12 @@ describe('endpoints through the portal', () => {
     expect(page.html).toContain('X-Quote: &quot;&lt;i&gt;&quot;');
     expect(page.html).not.toContain('<i>');
     expect(page.html).toContain('Test events need an active endpoint.');
-    expect((await apiWebhook(id)).body.data).toMatchObject({ status: 'disabled', headers: { 'X-Quote': '"<i>"' } });
+    expect(page.html).toContain('2.5 per second');
+    expect(page.html).toMatch(/<dt>Circuit breaker<\/dt><dd>closed<\/dd>/);
+    expect((await apiWebhook(id)).body.data).toMatchObject({ status: 'disabled', headers: { 'X-Quote': '"<i>"' }, rate_limit: 2.5 });
+    const cleared = await visitor.post(`/portal/webhooks/${id}`, { url: 'https://example.com/after', events: 'docauth.completed', headers: '', rate_limit: '' });
+    expect(cleared.status).toBe(303);
+    expect((await apiWebhook(id)).body.data).not.toHaveProperty('rate_limit');
   });
 
   it('rotates the secret behind a confirmation and shows the new one once', async () => {
