@@ -84,6 +84,19 @@ describe('places at an endpoint', () => {
     expect(await handle.db.select().from(sendPermits)).toHaveLength(0);
   });
 
+  it('never gives more places than the limit to requests that arrive together, nor loses one on release', async () => {
+    const { ids } = await webhookWithDeliveries(24);
+    const decisions = await Promise.all(ids.map((id) => acquireSendPermit(handle.db, id, limits)));
+    const granted = ids.filter((_, i) => decisions[i]!.decision === 'granted');
+    expect(granted).toHaveLength(limits.maxInFlight);
+    // Releasing them together passes each freed place to exactly one waiter.
+    const woken = (await Promise.all(granted.map((id) => releaseSendPermit(handle.db, id, limits)))).flat();
+    expect(woken).toHaveLength(limits.maxInFlight);
+    expect(new Set(woken).size).toBe(limits.maxInFlight);
+    const held = await handle.db.select().from(sendPermits).where(eq(sendPermits.state, 'held'));
+    expect(held.map((row) => row.deliveryId).sort()).toEqual([...woken].sort());
+  });
+
   it("keeps one endpoint's line from touching another's places", async () => {
     const busy = await webhookWithDeliveries(3);
     const other = await webhookWithDeliveries(1);
