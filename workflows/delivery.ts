@@ -58,6 +58,8 @@ export interface DeliveryWorkflowInput {
   deliveryId: string;
   /** Keys of the keyed retry signals already handled (carried across continue-as-new). */
   retryKeys?: string[];
+  /** The attempt of the current round to go on with, when a run continued as new while it waited for its endpoint. */
+  resumeAttempt?: number;
 }
 
 /** How a delivery workflow ended. */
@@ -125,18 +127,23 @@ export async function deliveryWorkflow(input: DeliveryWorkflowInput): Promise<De
     turnGiven = true;
   });
 
+  let resumeAttempt = input.resumeAttempt ?? 1;
   const runRound = async (): Promise<'delivered' | 'gone'> => {
-    for (let attempt = 1; ; ) {
+    for (let attempt = resumeAttempt; ; ) {
       turnGiven = false;
       const result = await sendFrom(attempt, projectId)(deliveryId, { attemptsBefore: attempt - 1 });
       if (typeof result === 'string') return result;
       attempt = result.attempt;
       if (result.wait === 'turn') await condition(() => turnGiven, TURN_RECHECK_MS);
       else await sleep(result.waitMs);
+      // A long wait at a busy endpoint grows the history one wait at a time.
+      if (workflowInfo().continueAsNewSuggested) {
+        await continueAsNew<typeof deliveryWorkflow>({ deliveryId, retryKeys, resumeAttempt: attempt });
+      }
     }
   };
 
-  for (;;) {
+  for (;; resumeAttempt = 1) {
     retryRequested = false;
     round = new CancellationScope();
     let outcome: DeliveryWorkflowResult | 'interrupted';
@@ -163,7 +170,7 @@ export async function deliveryWorkflow(input: DeliveryWorkflowInput): Promise<De
     if (!(await condition(() => retryRequested, DEAD_LETTER_WAIT_MS))) return 'dead_letter';
     upsertSearchAttributes([{ key: DeliveryStatusAttribute, value: 'pending' }]);
     if (workflowInfo().continueAsNewSuggested) {
-      return continueAsNew<typeof deliveryWorkflow>({ ...input, retryKeys });
+      return continueAsNew<typeof deliveryWorkflow>({ deliveryId, retryKeys });
     }
   }
 }
