@@ -126,8 +126,10 @@ export function createActivities({ db, secretBox, sender, logger, metrics, autoD
     if (context.cancellationSignal.aborted) throw context.cancellationSignal.reason;
     if (sent.outcome === 'succeeded') {
       logger.info(log, 'delivery attempt succeeded');
-      metrics.deliveriesFinished.inc({ status: 'delivered' });
-      metrics.publishToDelivered.observe((finishedAt.getTime() - event.createdAt.getTime()) / 1000);
+      if (recorded.recorded) {
+        metrics.deliveriesFinished.inc({ status: 'delivered' });
+        metrics.publishToDelivered.observe((finishedAt.getTime() - event.createdAt.getTime()) / 1000);
+      }
       return 'delivered';
     }
     logger.warn({ ...log, error: sent.error, next: result.nextStatus.status }, 'delivery attempt failed');
