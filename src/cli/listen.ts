@@ -134,12 +134,17 @@ async function listen(config: Config, args: string[]): Promise<void> {
   );
 
   await new Promise<void>((resolve) => {
+    // Ctrl-C under `npm run` signals this process twice (the terminal, then npm): the handler
+    // stays, so that the second signal does not kill it before the webhook is deleted.
+    let stopping = false;
     const stop = () => {
+      if (stopping) return;
+      stopping = true;
       server.closeAllConnections();
       server.close(() => resolve());
     };
-    process.once('SIGINT', stop);
-    process.once('SIGTERM', stop);
+    process.on('SIGINT', stop);
+    process.on('SIGTERM', stop);
   });
   await cleanup();
 }
