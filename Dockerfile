@@ -8,7 +8,9 @@
 # workers start without running webpack.
 FROM node:26-bookworm-slim
 
+# HOST: a container is reached from outside it, never on its loopback.
 ENV NODE_ENV=production \
+    HOST=0.0.0.0 \
     NPM_CONFIG_UPDATE_NOTIFIER=false \
     NPM_CONFIG_FUND=false
 
@@ -24,6 +26,9 @@ COPY workflows ./workflows
 COPY activities ./activities
 COPY drizzle ./drizzle
 COPY scripts ./scripts
+COPY bin ./bin
+# The CLI as `webhooks` on the PATH (docker compose run --rm api webhooks --help).
+RUN ln -s /app/bin/webhooks.mjs /usr/local/bin/webhooks
 
 # Writes dist/workflow-bundle.js (WORKFLOW_BUNDLE_PATH defaults to it).
 RUN npm run build:workflows
@@ -34,4 +39,7 @@ RUN mkdir -p .data && chown node:node .data
 USER node
 
 EXPOSE 8080
+# The api role's readiness (the worker role has no API: compose gives it a check of its own).
+HEALTHCHECK --interval=10s --timeout=5s --start-period=30s --retries=3 \
+  CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.PORT || 8080) + '/readyz').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
 CMD ["npm", "run", "api"]

@@ -131,7 +131,7 @@ export function createApp(deps: AppDeps) {
       title: 'Webhooks API v2',
       version: '2.0.0',
       description: 'Webhook management and delivery inspection. Every response carries meta.request_id.',
-      license: { name: 'Proprietary', identifier: 'LicenseRef-Proprietary' },
+      license: { name: 'Apache-2.0', identifier: 'Apache-2.0' },
     },
     servers: [{ url: new URL(c.req.url).origin, description: 'the service that served this document' }],
     security: [{ [SECURITY_SCHEMES.apiKey]: [] }],

@@ -21,8 +21,8 @@ let database: DatabaseHandle;
 const cli = (args: string[], port = pglitePort, env: Record<string, string> = {}) =>
   runCli(args, { PGLITE_PORT: String(port), DATA_DIR: tmp, ...env });
 
-function expectOneLineError(result: CliResult, pattern: RegExp): void {
-  expect(result.code).toBe(1);
+function expectOneLineError(result: CliResult, pattern: RegExp, code = 1): void {
+  expect(result.code).toBe(code);
   expect(result.stdout).toBe('');
   expect(result.stderr.trimEnd().split('\n')).toHaveLength(1);
   expect(result.stderr).toMatch(pattern);
@@ -90,12 +90,12 @@ describe('the keys CLI against the embedded database', { timeout: 120_000 }, () 
     expect(key?.revokedAt).toBeInstanceOf(Date);
   });
 
-  it('fails with one line on stderr for an unknown command', async () => {
-    expectOneLineError(await cli(['frobnicate']), /^error: unknown command "frobnicate"/);
+  it('fails with one line on stderr and exit code 2 for an unknown command', async () => {
+    expectOneLineError(await cli(['frobnicate']), /^error: unknown command "frobnicate"/, 2);
   });
 
-  it('fails with one line on stderr when --project is missing', async () => {
-    expectOneLineError(await cli(['keys', 'create', '--services', 'webhooks']), /^error: --project is required/);
+  it('fails with one line on stderr and exit code 2 when --project is missing', async () => {
+    expectOneLineError(await cli(['keys', 'create', '--services', 'webhooks']), /^error: --project is required/, 2);
   });
 
   it('fails with one line on stderr when revoking an unknown key', async () => {
@@ -114,7 +114,7 @@ describe('the keys CLI against the embedded database', { timeout: 120_000 }, () 
   });
 
   it('checks its arguments before connecting, so a mistake is reported even with no database', async () => {
-    expectOneLineError(await cli(['keys', 'create', '--services', 'webhooks'], await freePort()), /--project is required/);
+    expectOneLineError(await cli(['keys', 'create', '--services', 'webhooks'], await freePort()), /--project is required/, 2);
   });
 });
 
@@ -151,9 +151,9 @@ describe('portal link against the embedded database', { timeout: 120_000 }, () =
     expectOneLineError(await cli(['portal', 'link', '--project', 'initech', '--key', revoked.key.id]), /is not an active API key of project initech/);
     const foreign = await createApiKey(database.db, { projectId: 'other', services: ['webhooks'] });
     expectOneLineError(await cli(['portal', 'link', '--project', 'initech', '--key', foreign.key.id]), /is not an active API key of project initech/);
-    expectOneLineError(await cli(['portal', 'link']), /--project is required/);
+    expectOneLineError(await cli(['portal', 'link']), /--project is required/, 2);
     const usage = await cli(['portal']);
-    expect(usage.code).toBe(1);
-    expect(usage.stderr).toMatch(/usage:\n {2}portal link --project <id>/);
+    expect(usage.code).toBe(2);
+    expect(usage.stderr).toMatch(/^usage:\n {2}portal link --project <id>/);
   });
 });

@@ -1,15 +1,17 @@
 import { serve, type ServerType } from '@hono/node-server';
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { promisify } from 'node:util';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { commands, runCli } from '../src/cli/commands.ts';
 import { localCertificate } from '../src/cli/certificate.ts';
 import { docauthData, startHarness, type Harness } from './support/harness.ts';
 
 const run = promisify(execFile);
+const projectRoot = path.resolve(import.meta.dirname, '..');
 const CLI = ['--import', 'tsx', 'src/cli/index.ts'];
 
 let h: Harness;
@@ -98,7 +100,7 @@ describe('webhooks and deliveries commands', () => {
     expect((await cli(['webhooks', 'delete', webhook.id])).code).toBe(0);
   });
 
-  it('prints one clear line and exits 1 on errors', async () => {
+  it('prints one clear line and exits 1 on errors, 2 on a wrong command line', async () => {
     const missing = await cli(['webhooks', 'get', 'wh_missing']);
     expect(missing.code).toBe(1);
     expect(missing.stderr.trim()).toBe('error: 404 not_found: webhook wh_missing not found');
@@ -107,10 +109,10 @@ describe('webhooks and deliveries commands', () => {
     const noToken = await cli(['webhooks', 'list'], { WEBHOOKS_API_TOKEN: '' });
     expect(noToken.stderr.trim()).toBe('error: no API token: pass --token or set WEBHOOKS_API_TOKEN');
     const unknown = await cli(['frobnicate']);
-    expect(unknown.code).toBe(1);
+    expect(unknown.code).toBe(2);
     expect(unknown.stderr.trim().split('\n')).toHaveLength(1);
     const badFlag = await cli(['webhooks', 'list', '--nope']);
-    expect(badFlag.code).toBe(1);
+    expect(badFlag.code).toBe(2);
     expect(badFlag.stderr).toMatch(/^error: Unknown option '--nope'/);
   });
 
@@ -166,5 +168,52 @@ describe('events publish', () => {
     const result = await cli(['events', 'publish', '--project', 'p', '--data-file', file]);
     expect(result.code).toBe(1);
     expect(result.stderr.trim()).toBe('error: invalid event: data.result: Invalid option: expected one of "pass"|"fail"');
+  });
+});
+
+describe('conventions', () => {
+  /** Runs the CLI in this process and returns its exit code and what it printed. */
+  async function inProcess(argv: string[]) {
+    const stdout: string[] = [];
+    const stderr: string[] = [];
+    const log = vi.spyOn(console, 'log').mockImplementation((line: unknown) => void stdout.push(String(line)));
+    const error = vi.spyOn(console, 'error').mockImplementation((line: unknown) => void stderr.push(String(line)));
+    try {
+      return { code: await runCli(argv), stdout: stdout.join('\n'), stderr: stderr.join('\n') };
+    } finally {
+      log.mockRestore();
+      error.mockRestore();
+    }
+  }
+
+  it('prints the usage on stdout and exits 0 for --help and -h, on every command and subcommand', async () => {
+    for (const flag of ['--help', '-h']) {
+      const top = await inProcess([flag]);
+      expect(top).toMatchObject({ code: 0, stderr: '' });
+      for (const name of Object.keys(commands)) expect(top.stdout).toContain(`  ${name} `);
+      for (const [name, command] of Object.entries(commands)) {
+        for (const argv of [[name, flag], ...command.actions.map((action) => [name, action, flag])]) {
+          expect(await inProcess(argv), argv.join(' ')).toEqual({ code: 0, stdout: command.usage, stderr: '' });
+        }
+      }
+    }
+  });
+
+  it('exits 2 with the usage on stderr for a missing or unknown subcommand, even without a token', async () => {
+    for (const [name, command] of Object.entries(commands).filter(([, command]) => command.actions.length > 0)) {
+      expect(await inProcess([name]), name).toEqual({ code: 2, stdout: '', stderr: command.usage });
+      const unknown = await inProcess([name, 'frobnicate']);
+      expect(unknown.code).toBe(2);
+      expect(unknown.stderr).toBe(`error: unknown ${name} command "frobnicate"\n${command.usage}`);
+    }
+  });
+
+  it('runs as the installed `webhooks` bin: --version prints the package version, usage errors exit 2', async () => {
+    const manifest = JSON.parse(readFileSync(path.join(projectRoot, 'package.json'), 'utf8')) as { version: string; bin: Record<string, string> };
+    const bin = path.join(projectRoot, manifest.bin.webhooks!);
+    const { stdout } = await run(bin, ['--version'], { env: env({ WEBHOOKS_API_TOKEN: '' }) });
+    expect(stdout).toBe(`${manifest.version}\n`);
+    const usage = await run(bin, ['webhooks'], { env: env({ WEBHOOKS_API_TOKEN: '' }) }).catch((error: { code: number; stderr: string }) => error);
+    expect(usage).toMatchObject({ code: 2, stderr: `${commands.webhooks!.usage}\n` });
   });
 });

@@ -1,4 +1,4 @@
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { TEMPORAL_MODULES } from '../scripts/temporal-tools.mjs';
@@ -14,7 +14,7 @@ import { serviceNodeFlags } from './support/service-command.ts';
 const composeUrl = new URL('../docker-compose.yml', import.meta.url);
 const dockerfileUrl = new URL('../Dockerfile', import.meta.url);
 const dockerignoreUrl = new URL('../.dockerignore', import.meta.url);
-const readmeUrl = new URL('../README.md', import.meta.url);
+const configurationDocUrl = new URL('../docs/configuration.md', import.meta.url);
 const repoRootUrl = new URL('../', import.meta.url);
 
 const composeText = readFileSync(composeUrl, 'utf8');
@@ -348,6 +348,14 @@ describe('docker-compose.yml', () => {
     expect(commandArgv('api')).not.toEqual(commandArgv('worker'));
   });
 
+  it("binds every interface of the containers, so that the worker's /metrics is reachable on the compose network", () => {
+    for (const role of APP_ROLES) expect(environmentOf(role).HOST, role).toBe('0.0.0.0');
+    const metricsPort = environmentOf('worker').METRICS_PORT ?? '9464';
+    expect(((service('worker').expose ?? []) as unknown[]).map(String)).toContain(metricsPort);
+    const healthcheck = asRecord(service('worker').healthcheck, 'worker.healthcheck');
+    expect((healthcheck.test as unknown[]).map(String).join(' ')).toContain(`127.0.0.1:${metricsPort}/metrics`);
+  });
+
   it('scales the api and the worker horizontally, with at least two replicas each', () => {
     for (const role of APP_ROLES) expect(replicasOf(role), role).toBeGreaterThanOrEqual(2);
   });
@@ -357,9 +365,8 @@ describe('docker-compose.yml', () => {
     const sharedEnv = Object.fromEntries(Object.entries(shared).map(([key, value]) => [key, String(value)]));
     expect(environmentOf('worker')).toEqual(sharedEnv);
 
-    const { HOST, PORT, ...apiShared } = environmentOf('api');
+    const { PORT, ...apiShared } = environmentOf('api');
     expect(apiShared).toEqual(sharedEnv);
-    expect(HOST).toBe('0.0.0.0');
     expect(PORT).toBe('8080');
 
     expect(composeText).toMatch(/^x-app-env: &app-env$/m);
@@ -439,8 +446,8 @@ describe('docker-compose.yml', () => {
     expect(undeclared).toEqual([]);
   });
 
-  it.skipIf(!existsSync(readmeUrl))('documents in README.md every variable of the app environment', () => {
-    const readme = readFileSync(readmeUrl, 'utf8');
+  it('documents in docs/configuration.md every variable of the app environment', () => {
+    const readme = readFileSync(configurationDocUrl, 'utf8');
     const variables = new Set<string>();
     for (const role of APP_ROLES) {
       for (const [key, value] of Object.entries(environmentOf(role))) {
@@ -492,6 +499,21 @@ describe('Dockerfile', () => {
     );
     const bundle = indexOf((i) => i.keyword === 'RUN' && i.args.includes('npm run build:workflows'));
     expect(bundle).toBeGreaterThan(lastSourceCopy);
+  });
+
+  it('listens on every interface of the container by default, and checks /readyz on PORT', () => {
+    expect(instructions.some((i) => i.keyword === 'ENV' && /\bHOST=0\.0\.0\.0\b/.test(i.args))).toBe(true);
+    const healthcheck = instructions.filter((instruction) => instruction.keyword === 'HEALTHCHECK').at(-1);
+    expect(healthcheck?.args).toMatch(/\bCMD\b/);
+    expect(healthcheck?.args).toContain("'http://127.0.0.1:' + (process.env.PORT || 8080) + '/readyz'");
+  });
+
+  it('installs the CLI as `webhooks`, the bin package.json declares, with its loader', () => {
+    const manifest = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { bin: Record<string, string> };
+    const bin = manifest.bin.webhooks!.replace(/^\.\//, '');
+    const copied = instructions.filter((i) => i.keyword === 'COPY').map((i) => i.args.split(/\s+/)[0]!.replace(/^\.\//, ''));
+    expect(copied).toContain(bin.split('/')[0]);
+    expect(instructions.some((i) => i.keyword === 'RUN' && i.args.includes(`ln -s /app/${bin} /usr/local/bin/webhooks`))).toBe(true);
   });
 
   it('runs as a non-root user', () => {

@@ -1,4 +1,4 @@
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import os from 'node:os';
@@ -8,109 +8,20 @@ import postgres from 'postgres';
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
 import { EMBEDDED_LOCK_FILE, startEmbeddedPostgres } from '../src/db/embedded.ts';
 import { launchChromium } from './support/browser.ts';
+import {
+  embeddedEnv,
+  freePorts,
+  killStarted,
+  lastLines,
+  startService,
+  waitForExit,
+  waitForReady,
+  type Ports,
+} from './support/embedded-service.ts';
 import { freePort } from './support/ports.ts';
-import { serviceNodeFlags } from './support/service-command.ts';
 
 const projectRoot = path.resolve(import.meta.dirname, '..');
-const READY_TIMEOUT_MS = 90_000;
-const EXIT_TIMEOUT_MS = 30_000;
 const V2 = '/api-gateway/v2';
-
-interface Ports {
-  api: number;
-  temporal: number;
-  ui: number;
-  pglite: number;
-  sdkMetrics: number;
-}
-
-async function freePorts(): Promise<Ports> {
-  return { api: await freePort(), temporal: await freePort(), ui: await freePort(), pglite: await freePort(), sdkMetrics: await freePort() };
-}
-
-/** The environment a user has for `npm start`: embedded defaults, only the ports moved. */
-function embeddedEnv(dataDir: string, ports: Ports): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = {
-    ...process.env,
-    DATA_DIR: dataDir,
-    PORT: String(ports.api),
-    TEMPORAL_PORT: String(ports.temporal),
-    TEMPORAL_UI_PORT: String(ports.ui),
-    PGLITE_PORT: String(ports.pglite),
-    TEMPORAL_SDK_METRICS_PORT: String(ports.sdkMetrics),
-    METRICS_PORT: String(ports.sdkMetrics),
-    LOG_LEVEL: 'info',
-  };
-  delete env.DATABASE_URL;
-  delete env.TEMPORAL_ADDRESS;
-  delete env.SECRET_ENCRYPTION_KEY;
-  delete env.EVENT_PRODUCER_TOKEN;
-  return env;
-}
-
-interface Service {
-  child: ChildProcess;
-  output(): string;
-  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-}
-
-const started: Service[] = [];
-
-/** `src/main.ts [role]` with the flags of `npm start`, as its own process group, as a terminal runs it. */
-function startProcess(env: NodeJS.ProcessEnv, args: string[] = []): Service {
-  const child = spawn(process.execPath, [...serviceNodeFlags(), 'src/main.ts', ...args], {
-    cwd: projectRoot,
-    env,
-    stdio: ['ignore', 'pipe', 'pipe'],
-    detached: true,
-  });
-  let output = '';
-  child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-    child.once('exit', (code, signal) => resolve({ code, signal })),
-  );
-  const service = { child, output: () => output, exited };
-  started.push(service);
-  return service;
-}
-
-function lastLines(text: string, count = 30): string {
-  return text.trimEnd().split('\n').slice(-count).join('\n');
-}
-
-async function waitForReady(service: Service, port: number): Promise<void> {
-  const deadline = Date.now() + READY_TIMEOUT_MS;
-  let exited = false;
-  void service.exited.then(() => (exited = true));
-  let last = '';
-  while (Date.now() < deadline && !exited) {
-    try {
-      const response = await fetch(`http://127.0.0.1:${port}/readyz`, { signal: AbortSignal.timeout(5_000) });
-      if (response.status === 200) return;
-      last = `${response.status} ${await response.text()}`;
-    } catch (error) {
-      last = String(error);
-    }
-    await new Promise((resolve) => setTimeout(resolve, 500));
-  }
-  throw new Error(`the service did not become ready (${exited ? 'it exited' : last}):\n${lastLines(service.output())}`);
-}
-
-async function waitForExit(service: Service): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
-  let timer: NodeJS.Timeout | undefined;
-  const limit = new Promise<never>((_, reject) => {
-    timer = setTimeout(
-      () => reject(new Error(`the service did not exit within ${EXIT_TIMEOUT_MS / 1000} s:\n${lastLines(service.output())}`)),
-      EXIT_TIMEOUT_MS,
-    );
-  });
-  try {
-    return await Promise.race([service.exited, limit]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 function isRunning(pid: number): boolean {
   try {
@@ -165,17 +76,8 @@ let tmp: string;
 beforeAll(async () => {
   tmp = await mkdtemp(path.join(os.tmpdir(), 'runtime-test-'));
 });
-afterEach(async () => {
-  // A failed test must not leave a service (or its dev server) behind.
-  // The dev server is in the service's process group, so this reaches it too.
-  for (const service of started.splice(0)) {
-    try {
-      process.kill(-service.child.pid!, 'SIGKILL');
-    } catch {
-      // the group is gone: nothing was left
-    }
-  }
-});
+// The dev server is in the service's process group, so killing the group reaches it too.
+afterEach(killStarted);
 afterAll(async () => {
   await rm(tmp, { recursive: true, force: true });
 });
@@ -190,7 +92,7 @@ describe('the one-command runtime (`npm start`)', () => {
       const api = `http://127.0.0.1:${ports.api}`;
 
       // First start: everything from nothing.
-      const first = startProcess(env);
+      const first = startService(env);
       await waitForReady(first, ports.api);
       expect((await fetch(`http://127.0.0.1:${ports.ui}/`)).status).toBe(200);
       const firstTemporalPid = await temporalPid(dataDir);
@@ -234,7 +136,7 @@ describe('the one-command runtime (`npm start`)', () => {
       await expectNothingLeft([firstTemporalPid, firstDatabasePid], ports);
 
       // Second start on the same DATA_DIR: the data and the Temporal namespace are still there.
-      const second = startProcess(env);
+      const second = startService(env);
       await waitForReady(second, ports.api);
       const secondTemporalPid = await temporalPid(dataDir);
       const secondDatabasePid = await databasePid(dataDir);
@@ -267,7 +169,7 @@ describe('the one-command runtime (`npm start`)', () => {
       const ports = await freePorts();
       const env = embeddedEnv(dataDir, ports);
 
-      const first = startProcess(env);
+      const first = startService(env);
       await waitForReady(first, ports.api);
       const orphan = await temporalPid(dataDir);
       const firstDatabasePid = await databasePid(dataDir);
@@ -275,7 +177,7 @@ describe('the one-command runtime (`npm start`)', () => {
       await waitForExit(first);
       expect(isRunning(orphan)).toBe(true);
 
-      const second = startProcess(env);
+      const second = startService(env);
       await waitForReady(second, ports.api);
       expect(isRunning(orphan)).toBe(false);
       const secondTemporalPid = await temporalPid(dataDir);
@@ -298,7 +200,7 @@ describe('the one-command runtime (`npm start`)', () => {
       const taken = Number(inject('temporalAddress').split(':').pop());
       const ports = { ...(await freePorts()), temporal: taken };
 
-      const service = startProcess(embeddedEnv(dataDir, ports));
+      const service = startService(embeddedEnv(dataDir, ports));
       const exit = await waitForExit(service);
 
       expect(exit).toEqual({ code: 1, signal: null });
@@ -316,7 +218,7 @@ describe('the one-command runtime (`npm start`)', () => {
       const dataDir = path.join(tmp, 'migrate-only');
       const ports = await freePorts();
 
-      const migrate = startProcess(embeddedEnv(dataDir, ports), ['migrate']);
+      const migrate = startService(embeddedEnv(dataDir, ports), ['migrate']);
       const exit = await waitForExit(migrate);
 
       expect(exit, lastLines(migrate.output())).toEqual({ code: 0, signal: null });

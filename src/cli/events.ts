@@ -9,7 +9,7 @@ import { loadSecretBox } from '../service-secrets.ts';
 import { DeliveryScheduler } from '../temporal/scheduler.ts';
 import { eraseEventPayloads } from '../db/queries/events.ts';
 import { connectDatabase } from './database.ts';
-import { CliError } from './output.ts';
+import { CliError, UsageError, type Command } from './output.ts';
 
 const PUBLISH_USAGE = 'usage: events publish --project <id> --data-file <file.json> [--id <idempotency key>] [--occurred-at <ISO 8601>] [--json]';
 const PURGE_USAGE = `usage: events purge --project <id> (--id <producer event id> | --request-id <data.request_id>) [--json]
@@ -18,12 +18,11 @@ const PURGE_USAGE = `usage: events purge --project <id> (--id <producer event id
 const USAGE = `${PUBLISH_USAGE}\n${PURGE_USAGE}`;
 
 /** `events publish | purge`. */
-export async function eventsCommand(config: Config, args: string[]): Promise<void> {
-  const [action, ...rest] = args;
-  if (action === 'publish') return publish(config, rest);
-  if (action === 'purge') return purge(config, rest);
-  throw new CliError(USAGE);
-}
+export const eventsCommand: Command = {
+  usage: USAGE,
+  actions: ['publish', 'purge'],
+  run: (config, [action, ...rest]) => (action === 'publish' ? publish(config, rest) : purge(config, rest)),
+};
 
 /** `events purge`: erases events' payloads, found by producer id or by `data.request_id`. */
 async function purge(config: Config, rest: string[]): Promise<void> {
@@ -36,7 +35,7 @@ async function purge(config: Config, rest: string[]): Promise<void> {
       json: { type: 'boolean', default: false },
     },
   });
-  if (!values.project || Boolean(values.id) === Boolean(values['request-id'])) throw new CliError(PURGE_USAGE);
+  if (!values.project || Boolean(values.id) === Boolean(values['request-id'])) throw new UsageError(PURGE_USAGE);
   const secretBox = await loadSecretBox(config);
   const database = await connectDatabase(config);
   try {
@@ -77,7 +76,7 @@ async function publish(config: Config, rest: string[]): Promise<void> {
       json: { type: 'boolean', default: false },
     },
   });
-  if (!values.project || !values['data-file']) throw new CliError(PUBLISH_USAGE);
+  if (!values.project || !values['data-file']) throw new UsageError(PUBLISH_USAGE);
   let data: unknown;
   try {
     data = JSON.parse(await readFile(values['data-file'], 'utf8'));

@@ -2,7 +2,7 @@ import { parseArgs } from 'node:util';
 import type { Config } from '../config.ts';
 import { createApiKey, listApiKeys, revokeApiKey } from '../db/queries/api-keys.ts';
 import { connectDatabase } from './database.ts';
-import { CliError, printTable } from './output.ts';
+import { CliError, printTable, UsageError, type Command } from './output.ts';
 
 const USAGE = `usage:
   keys create --project <id> --services webhooks[,...] [--name <text>] [--json]
@@ -13,7 +13,9 @@ const USAGE = `usage:
 export const PROJECT_ID = /^[A-Za-z0-9._:@-]{1,128}$/;
 
 /** `keys create|list|revoke`: manage API keys directly in the database. */
-export async function keysCommand(config: Config, args: string[]): Promise<void> {
+export const keysCommand: Command = { usage: USAGE, actions: ['create', 'list', 'revoke'], run: keys };
+
+async function keys(config: Config, args: string[]): Promise<void> {
   const [action, ...rest] = args;
   const { values, positionals } = parseArgs({
     args: rest,
@@ -25,18 +27,17 @@ export async function keysCommand(config: Config, args: string[]): Promise<void>
       json: { type: 'boolean', default: false },
     },
   });
-  if (!action || !['create', 'list', 'revoke'].includes(action)) throw new CliError(USAGE);
   // Every argument is checked before connecting, so a mistake is reported as such.
   const projectId = values.project;
   const services = (values.services ?? '').split(',').map((s) => s.trim()).filter(Boolean);
   const revokeId = positionals[0];
   if (action === 'create') {
     if (!projectId || !PROJECT_ID.test(projectId)) {
-      throw new CliError('--project is required: 1-128 characters of A-Z a-z 0-9 . _ : @ -');
+      throw new UsageError('--project is required: 1-128 characters of A-Z a-z 0-9 . _ : @ -');
     }
-    if (services.length === 0) throw new CliError('--services is required, for example --services webhooks');
+    if (services.length === 0) throw new UsageError('--services is required, for example --services webhooks');
   }
-  if (action === 'revoke' && !revokeId) throw new CliError('usage: keys revoke <key id>');
+  if (action === 'revoke' && !revokeId) throw new UsageError('usage: keys revoke <key id>');
 
   const database = await connectDatabase(config);
   try {

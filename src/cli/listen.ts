@@ -5,18 +5,34 @@ import type { Config } from '../config.ts';
 import { verifyWebhook, WebhookVerificationError } from '../receiver/index.ts';
 import { answer, cliClient, keyIdOfToken } from './api-client.ts';
 import { localCertificate } from './certificate.ts';
-import { CliError } from './output.ts';
+import { CliError, UsageError, type Command } from './output.ts';
 
-const USAGE = `usage: listen [--port 4443] [--secret <whsec_…>] [--create-webhook [--keep]] [--status <code>] [--json]
+const USAGE = `usage: listen [--port 4443] [--secret <whsec_…>] [--create-webhook [--keep]] [--status <code>] [--cert-dir <dir>] [--json]
+       listen --init [--cert-dir <dir>]
   Runs a local HTTPS receiver (self-signed certificate) and prints every delivery it gets,
   with its signature verified when the secret is known. --create-webhook registers a webhook
-  pointing here (needs --token or WEBHOOKS_API_TOKEN) and deletes it on exit unless --keep.`;
+  pointing here (needs --token or WEBHOOKS_API_TOKEN) and deletes it on exit unless --keep.
+  --init only makes the certificate and prints the command that starts the service trusting it.`;
 
-/** `listen`: watch deliveries arrive on this machine, like `stripe listen`. */
-export async function listenCommand(config: Config, args: string[]): Promise<void> {
+/** `listen`: watch deliveries arrive on your own computer, like `stripe listen`. */
+export const listenCommand: Command = { usage: USAGE, actions: [], run: listen };
+
+/**
+ * The command that starts the service so that it delivers to this receiver: it must trust the
+ * certificate and allow a loopback target. The path is relative when it can be, so that it is
+ * the one the README shows.
+ */
+function startCommand(certFile: string): string {
+  const relative = path.relative(process.cwd(), certFile);
+  const shown = relative.startsWith('..') || path.isAbsolute(relative) ? certFile : relative;
+  return `DELIVERY_ALLOW_PRIVATE_TARGETS=true DELIVERY_CA_FILE=${shown} npm start`;
+}
+
+async function listen(config: Config, args: string[]): Promise<void> {
   const { values } = parseArgs({
     args,
     options: {
+      init: { type: 'boolean', default: false },
       port: { type: 'string', default: '4443' },
       secret: { type: 'string' },
       'create-webhook': { type: 'boolean', default: false },
@@ -30,10 +46,27 @@ export async function listenCommand(config: Config, args: string[]): Promise<voi
   });
   const port = Number(values.port);
   const status = Number(values.status);
-  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new CliError(`--port must be a port number\n${USAGE}`);
-  if (!Number.isInteger(status) || status < 200 || status > 599) throw new CliError('--status must be an HTTP status (200-599)');
+  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`--port must be a port number\n${USAGE}`);
+  if (!Number.isInteger(status) || status < 200 || status > 599) throw new UsageError('--status must be an HTTP status (200-599)');
+
+  // A webhook to register needs a usable token: checked before anything starts.
+  let registration: { api: ReturnType<typeof cliClient>; apiKeyId: string } | undefined;
+  if (values['create-webhook'] && !values.init) {
+    const token = values.token ?? config.cli.apiToken;
+    const apiKeyId = token && keyIdOfToken(token);
+    if (!apiKeyId) throw new UsageError('--create-webhook needs an API token that names its key (sk_<id>_…): --token or WEBHOOKS_API_TOKEN');
+    registration = { api: cliClient(values['api-url'] ?? config.cli.apiUrl, token), apiKeyId };
+  }
 
   const certificate = localCertificate(values['cert-dir'] ?? path.join(config.dataDir, 'listen'));
+  if (values.init) {
+    console.log(
+      values.json
+        ? JSON.stringify({ certificate: certificate.certFile, start: startCommand(certificate.certFile) })
+        : `Certificate ${certificate.certFile}.\nStart the service trusting it with:\n  ${startCommand(certificate.certFile)}`,
+    );
+    return;
+  }
   let secret = values.secret;
   const print = (line: unknown) => console.log(values.json ? JSON.stringify(line) : line);
 
@@ -77,13 +110,13 @@ export async function listenCommand(config: Config, args: string[]): Promise<voi
   const url = `https://127.0.0.1:${typeof address === 'object' && address ? address.port : port}/`;
 
   let cleanup = async () => {};
-  if (values['create-webhook']) {
-    const token = values.token ?? config.cli.apiToken;
-    const api = cliClient(values['api-url'] ?? config.cli.apiUrl, token);
-    const apiKeyId = token && keyIdOfToken(token);
-    if (!apiKeyId) throw new CliError('--create-webhook needs an API token that names its key (sk_<id>_…)');
-    const created = await answer(
-      api.POST('/api-gateway/v2/webhooks', { body: { api_key_id: apiKeyId, url, events: ['docauth.completed'] } }),
+  if (registration) {
+    const { api, apiKeyId } = registration;
+    const created = await answer(api.POST('/api-gateway/v2/webhooks', { body: { api_key_id: apiKeyId, url, events: ['docauth.completed'] } })).catch(
+      (error: unknown) => {
+        server.close();
+        throw error;
+      },
     );
     secret = created.data.secret;
     print(values.json ? { webhook_id: created.data.id, url } : `Created webhook ${created.data.id} → ${url}`);
@@ -97,17 +130,21 @@ export async function listenCommand(config: Config, args: string[]): Promise<voi
     values.json
       ? { listening: url, certificate: certificate.certFile }
       : `Listening on ${url} (certificate ${certificate.certFile}).\n` +
-          `The service must trust it and allow a loopback target: run it with\n` +
-          `  DELIVERY_ALLOW_PRIVATE_TARGETS=true DELIVERY_CA_FILE=${certificate.certFile}\nCtrl-C to stop.`,
+          `The service must trust it and allow a loopback target: start it with\n  ${startCommand(certificate.certFile)}\nCtrl-C to stop.`,
   );
 
   await new Promise<void>((resolve) => {
+    // Ctrl-C under `npm run` signals this process twice (the terminal, then npm): the handler
+    // stays, so that the second signal does not kill it before the webhook is deleted.
+    let stopping = false;
     const stop = () => {
+      if (stopping) return;
+      stopping = true;
       server.closeAllConnections();
       server.close(() => resolve());
     };
-    process.once('SIGINT', stop);
-    process.once('SIGTERM', stop);
+    process.on('SIGINT', stop);
+    process.on('SIGTERM', stop);
   });
   await cleanup();
 }

@@ -6,7 +6,7 @@ import { mintPortalLink } from '../db/queries/portal-sessions.ts';
 import { portalLinkUrl } from '../portal/link.ts';
 import { connectDatabase } from './database.ts';
 import { PROJECT_ID } from './keys.ts';
-import { CliError } from './output.ts';
+import { CliError, UsageError, type Command } from './output.ts';
 
 const USAGE = `usage:
   portal link --project <id> [--key <api key id>] [--json]
@@ -14,15 +14,16 @@ const USAGE = `usage:
       the session acts as --key, by default the project's newest active key with the webhooks service`;
 
 /** `portal link`: mints a customer portal link directly in the database (admin). */
-export async function portalCommand(config: Config, args: string[]): Promise<void> {
-  const [action, ...rest] = args;
+export const portalCommand: Command = { usage: USAGE, actions: ['link'], run: link };
+
+async function link(config: Config, args: string[]): Promise<void> {
+  const rest = args.slice(1);
   const { values } = parseArgs({
     args: rest,
     options: { project: { type: 'string' }, key: { type: 'string' }, json: { type: 'boolean', default: false } },
   });
-  if (action !== 'link') throw new CliError(USAGE);
   const projectId = values.project;
-  if (!projectId || !PROJECT_ID.test(projectId)) throw new CliError('--project is required: 1-128 characters of A-Z a-z 0-9 . _ : @ -');
+  if (!projectId || !PROJECT_ID.test(projectId)) throw new UsageError('--project is required: 1-128 characters of A-Z a-z 0-9 . _ : @ -');
 
   const database = await connectDatabase(config);
   try {

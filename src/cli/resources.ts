@@ -2,7 +2,7 @@ import { parseArgs } from 'node:util';
 import type { Config } from '../config.ts';
 import { answer, cliClient, keyIdOfToken, parseHeaderOptions } from './api-client.ts';
 import type { components, operations } from '../client/index.ts';
-import { CliError, printTable } from './output.ts';
+import { printTable, UsageError, type Command } from './output.ts';
 
 /** Fields of a webhook as the API takes them. */
 type WebhookFields = components['schemas']['UpdateWebhook'];
@@ -23,7 +23,7 @@ function client(config: Config, values: { token?: string | undefined; 'api-url'?
 }
 
 function required(value: string | undefined, what: string, usage: string): string {
-  if (!value) throw new CliError(`${what} is required\n${usage}`);
+  if (!value) throw new UsageError(`${what} is required\n${usage}`);
   return value;
 }
 
@@ -37,7 +37,13 @@ const WEBHOOKS_USAGE = `usage:
 options: --json, --token <API token> (or WEBHOOKS_API_TOKEN), --api-url <url> (or WEBHOOKS_API_URL)`;
 
 /** `webhooks …`: the webhook operations of the v2 API. */
-export async function webhooksCommand(config: Config, args: string[]): Promise<void> {
+export const webhooksCommand: Command = {
+  usage: WEBHOOKS_USAGE,
+  actions: ['list', 'create', 'get', 'update', 'delete', 'rotate-secret'],
+  run: webhooks,
+};
+
+async function webhooks(config: Config, args: string[]): Promise<void> {
   const [action, ...rest] = args;
   const { values, positionals } = parseArgs({
     args: rest,
@@ -90,11 +96,8 @@ export async function webhooksCommand(config: Config, args: string[]): Promise<v
       await answer(api.DELETE('/api-gateway/v2/webhooks/{id}', { params: { path: { id: id() } } }));
       result = { data: { id: id(), deleted: true }, message: `Webhook ${id()} deleted.` };
       break;
-    case 'rotate-secret':
+    default: // rotate-secret: the CLI runs only the actions the command lists
       result = await answer(api.POST('/api-gateway/v2/webhooks/{id}/rotate-secret', { params: { path: { id: id() } } }));
-      break;
-    default:
-      throw new CliError(WEBHOOKS_USAGE);
   }
   if (values.json) {
     console.log(JSON.stringify(result?.data));
@@ -115,7 +118,9 @@ const DELIVERIES_USAGE = `usage:
 options: --json, --token <API token> (or WEBHOOKS_API_TOKEN), --api-url <url> (or WEBHOOKS_API_URL)`;
 
 /** `deliveries …`: delivery inspection and manual retry. */
-export async function deliveriesCommand(config: Config, args: string[]): Promise<void> {
+export const deliveriesCommand: Command = { usage: DELIVERIES_USAGE, actions: ['list', 'get', 'attempts', 'retry'], run: deliveries };
+
+async function deliveries(config: Config, args: string[]): Promise<void> {
   const [action, ...rest] = args;
   const { values, positionals } = parseArgs({
     args: rest,
@@ -153,7 +158,7 @@ export async function deliveriesCommand(config: Config, args: string[]): Promise
     case 'attempts':
       result = await answer(api.GET('/api-gateway/v2/webhooks/{id}/deliveries/{delivery_id}/attempts', { params: delivery() }));
       break;
-    case 'retry':
+    default: // retry
       if (values.all) {
         const body = {
           ...(values.status && { status: values.status.split(',').map((status) => status.trim()) as BulkRetryBody['status'] }),
@@ -164,9 +169,6 @@ export async function deliveriesCommand(config: Config, args: string[]): Promise
       } else {
         result = await answer(api.POST('/api-gateway/v2/webhooks/{id}/deliveries/{delivery_id}/retry', { params: delivery() }));
       }
-      break;
-    default:
-      throw new CliError(DELIVERIES_USAGE);
   }
   if (values.json) {
     console.log(JSON.stringify(result.data));
@@ -187,7 +189,9 @@ const OPERATIONS_USAGE = `usage:
 options: --json, --token <API token> (or WEBHOOKS_API_TOKEN), --api-url <url> (or WEBHOOKS_API_URL)`;
 
 /** `operations …`: a bulk retry operation's progress, and cancelling it. */
-export async function operationsCommand(config: Config, args: string[]): Promise<void> {
+export const operationsCommand: Command = { usage: OPERATIONS_USAGE, actions: ['get', 'cancel'], run: operations };
+
+async function operations(config: Config, args: string[]): Promise<void> {
   const [action, ...rest] = args;
   const { values, positionals } = parseArgs({ args: rest, allowPositionals: true, options: CONNECTION_OPTIONS });
   const { api } = client(config, values);
@@ -200,8 +204,7 @@ export async function operationsCommand(config: Config, args: string[]): Promise
   const path = '/api-gateway/v2/webhooks/{id}/operations/{operation_id}';
   let result: { data?: any; message?: string };
   if (action === 'get') result = await answer(api.GET(path, { params }));
-  else if (action === 'cancel') result = await answer(api.DELETE(path, { params }));
-  else throw new CliError(OPERATIONS_USAGE);
+  else /* cancel */ result = await answer(api.DELETE(path, { params }));
   if (values.json) {
     console.log(JSON.stringify(result.data));
   } else {

@@ -3,7 +3,7 @@ import type { Config } from '../config.ts';
 import { formatDuration, parseDuration } from '../duration.ts';
 import { sweepAll, sweepCutoffs, SWEEP_BATCH_SIZE } from '../retention/sweep.ts';
 import { connectDatabase } from './database.ts';
-import { CliError } from './output.ts';
+import { UsageError, type Command } from './output.ts';
 
 const USAGE = `usage: retention run [--older-than <duration>] [--batch-size <n>] [--json]
   Deletes at once, in batches, what the scheduled retention sweep deletes: delivered deliveries
@@ -12,9 +12,10 @@ const USAGE = `usage: retention run [--older-than <duration>] [--batch-size <n>]
   (8 days); never a pending, processing or failed one. Safe to interrupt and to run again.`;
 
 /** `retention run`: the retention sweep, now, from the command line. */
-export async function retentionCommand(config: Config, args: string[]): Promise<void> {
-  const [action, ...rest] = args;
-  if (action !== 'run') throw new CliError(USAGE);
+export const retentionCommand: Command = { usage: USAGE, actions: ['run'], run: sweep };
+
+async function sweep(config: Config, args: string[]): Promise<void> {
+  const rest = args.slice(1);
   const { values } = parseArgs({
     args: rest,
     options: {
@@ -24,9 +25,9 @@ export async function retentionCommand(config: Config, args: string[]): Promise<
     },
   });
   const olderThanMs = values['older-than'] === undefined ? config.retention.periodMs : parseDuration(values['older-than']);
-  if (olderThanMs === undefined) throw new CliError(`--older-than must be a duration such as 30d, 12h, 15m or 90s\n${USAGE}`);
+  if (olderThanMs === undefined) throw new UsageError(`--older-than must be a duration such as 30d, 12h, 15m or 90s\n${USAGE}`);
   const batchSize = values['batch-size'] === undefined ? SWEEP_BATCH_SIZE : Number(values['batch-size']);
-  if (!Number.isInteger(batchSize) || batchSize < 1 || batchSize > 100_000) throw new CliError(`--batch-size must be a whole number from 1 to 100000\n${USAGE}`);
+  if (!Number.isInteger(batchSize) || batchSize < 1 || batchSize > 100_000) throw new UsageError(`--batch-size must be a whole number from 1 to 100000\n${USAGE}`);
 
   const database = await connectDatabase(config);
   try {

@@ -4,7 +4,7 @@ import { resealEventPayloads } from '../db/queries/events.ts';
 import { resealWebhookSecrets } from '../db/queries/webhooks.ts';
 import { loadSecretBox } from '../service-secrets.ts';
 import { connectDatabase } from './database.ts';
-import { CliError } from './output.ts';
+import type { Command } from './output.ts';
 
 const USAGE = `usage: secrets reseal [--json]
   After rotating SECRET_ENCRYPTION_KEY (the old key moved to SECRET_ENCRYPTION_PREVIOUS_KEYS),
@@ -12,9 +12,10 @@ const USAGE = `usage: secrets reseal [--json]
   payloads an earlier release stored in clear.`;
 
 /** `secrets reseal`: the last step of an encryption-key rotation. */
-export async function secretsCommand(config: Config, args: string[]): Promise<void> {
-  const [action, ...rest] = args;
-  if (action !== 'reseal') throw new CliError(USAGE);
+export const secretsCommand: Command = { usage: USAGE, actions: ['reseal'], run: reseal };
+
+async function reseal(config: Config, args: string[]): Promise<void> {
+  const rest = args.slice(1);
   const { values } = parseArgs({ args: rest, options: { json: { type: 'boolean', default: false } } });
   const box = await loadSecretBox(config);
   const database = await connectDatabase(config);

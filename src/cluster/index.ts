@@ -1,6 +1,6 @@
 /**
  * `npm run cluster -- <command>`: the production topology on one machine, without Docker.
- * See `--help` and README.md ("The production topology on one machine").
+ * See `--help` and docs/deployment.md ("The production topology on one machine, without Docker").
  */
 import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig } from '../config.ts';
@@ -21,7 +21,7 @@ Options:
   --workers <n>          worker replicas [${DEFAULT_REPLICAS.worker}]
   --history-shards <n>   history shards of a new cluster (fixed for its life) [${DEFAULT_HISTORY_SHARDS}]
 
-Ports and folders come from the service's variables (README.md, Configuration): DATA_DIR, PORT,
+Ports and folders come from the service's variables (docs/configuration.md): DATA_DIR, PORT,
 TEMPORAL_PORT (the server uses TEMPORAL_PORT..TEMPORAL_PORT+9), TEMPORAL_UI_PORT, METRICS_PORT,
 TEMPORAL_SDK_METRICS_PORT, CLUSTER_POSTGRES_PORT. The other variables set when up runs reach
 every replica; SECRET_ENCRYPTION_KEY and EVENT_PRODUCER_TOKEN are generated once in DATA_DIR

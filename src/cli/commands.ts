@@ -1,0 +1,99 @@
+import { readFileSync } from 'node:fs';
+import { ConfigError, loadConfig } from '../config.ts';
+import { eventsCommand } from './events.ts';
+import { keysCommand } from './keys.ts';
+import { listenCommand } from './listen.ts';
+import { portalCommand } from './portal.ts';
+import { deliveriesCommand, operationsCommand, webhooksCommand } from './resources.ts';
+import { retentionCommand } from './retention.ts';
+import { secretsCommand } from './secrets.ts';
+import { CliError, UsageError, type Command } from './output.ts';
+
+const USAGE = `webhooks CLI — usage: npm run cli -- <command> [options]
+
+admin (direct database access; embedded mode needs \`npm start\` running, else DATABASE_URL):
+  keys create --project <id> --services webhooks[,...] [--name <text>]   create an API key (token shown once)
+  keys list [--project <id>]                                             list API keys
+  keys revoke <key id>                                                   revoke an API key
+  portal link --project <id> [--key <key id>]                            a one-time customer portal link (opens once, within 10 min)
+  events publish --project <id> --data-file <file> [--id <key>]          publish a docauth.completed event
+  events purge --project <id> (--id <key> | --request-id <id>)           erase events' data (data-subject request)
+  retention run [--older-than <duration>]                                delete what is past the retention period now
+  secrets reseal                                                         re-encrypt webhook secrets and event payloads after a key rotation
+
+API (over HTTP; --token or WEBHOOKS_API_TOKEN, --api-url or WEBHOOKS_API_URL):
+  webhooks list|create|get|update|delete|rotate-secret                    manage webhooks
+  deliveries list|get|attempts|retry [--all]                              inspect and retry deliveries (--all: a bulk retry operation)
+  operations get|cancel <webhook id> <operation id>                      follow or cancel a bulk retry operation
+  listen [--create-webhook] [--secret <whsec_…>] [--port 4443]           local HTTPS receiver printing deliveries
+
+every command takes --json for one JSON value on stdout, and --help (-h) for its usage.
+exit codes: 0 done, 1 the command failed (error: … on stderr), 2 the command line is wrong.
+--version prints the version.`;
+
+/** Every command of the CLI, by name. */
+export const commands: Record<string, Command> = {
+  keys: keysCommand,
+  events: eventsCommand,
+  webhooks: webhooksCommand,
+  deliveries: deliveriesCommand,
+  operations: operationsCommand,
+  listen: listenCommand,
+  portal: portalCommand,
+  secrets: secretsCommand,
+  retention: retentionCommand,
+};
+
+/** The package's version, from package.json. */
+function version(): string {
+  const manifest = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+  return manifest.version;
+}
+
+/** Whether the arguments ask for help (options after `--` are operands, not options). */
+function asksForHelp(args: string[]): boolean {
+  const options = args.includes('--') ? args.slice(0, args.indexOf('--')) : args;
+  return options.includes('--help') || options.includes('-h');
+}
+
+async function dispatch(argv: string[]): Promise<void> {
+  const [name, ...args] = argv;
+  if (name === undefined || name === 'help' || name === '--help' || name === '-h') {
+    console.log(USAGE);
+    return;
+  }
+  if (name === '--version') {
+    console.log(version());
+    return;
+  }
+  const command = commands[name];
+  if (!command) throw new UsageError(`unknown command "${name}"; run with --help for the list`);
+  if (asksForHelp(args)) {
+    console.log(command.usage);
+    return;
+  }
+  if (command.actions.length > 0 && !command.actions.includes(args[0] ?? '')) {
+    throw new UsageError(args[0] === undefined ? command.usage : `unknown ${name} command "${args[0]}"\n${command.usage}`);
+  }
+  await command.run(loadConfig(), args);
+}
+
+/**
+ * Runs the CLI with `argv` (the arguments after the program's name): prints on stdout and
+ * stderr and answers the exit code: 0 done, 1 the command failed, 2 a wrong command line.
+ */
+export async function runCli(argv: string[]): Promise<number> {
+  try {
+    await dispatch(argv);
+    return 0;
+  } catch (error) {
+    const usage = error instanceof UsageError || (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS') === true;
+    const message =
+      usage || error instanceof CliError || error instanceof ConfigError
+        ? (error as Error).message
+        : `unexpected error: ${(error as Error).message ?? String(error)}`;
+    // A bare usage (a command run without its subcommand) is shown as it is.
+    console.error(message.startsWith('usage:') ? message : `error: ${message}`);
+    return usage ? 2 : 1;
+  }
+}
