@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { Logger } from 'pino';
 import type { Database } from '../src/db/client.ts';
@@ -6,7 +7,7 @@ import { buildNotificationBody, buildNotificationHeaders } from '../src/delivery
 import { openPayload } from '../src/events/payload.ts';
 import { disableIfFailing, type AutoDisableRule } from '../src/endpoint-health/auto-disable.ts';
 import type { Sender } from '../src/delivery/sender.ts';
-import { acquireSendPermit, releaseSendPermit, type FlowLimits } from '../src/flow-control/permits.ts';
+import { acquireSendPermit, releaseSendPermit, turnRecheckMs, type FlowLimits } from '../src/flow-control/permits.ts';
 import { attemptOutcomeLabel, type Metrics } from '../src/metrics.ts';
 import type { SecretBox } from '../src/secrets.ts';
 import { NON_RETRYABLE, NON_RETRYABLE_REASONS } from '../workflows/failure-types.ts';
@@ -16,7 +17,7 @@ export interface FlowControl {
   limits: FlowLimits;
   /** Failed attempts in a row that open an endpoint's circuit breaker (CIRCUIT_BREAKER_THRESHOLD). */
   breakerThreshold: number;
-  /** Wakes the workflows of deliveries given a place at their endpoint. */
+  /** Wakes the workflows of deliveries given a place at their endpoint (the `sendTurn` signal). */
   wake(deliveryIds: readonly string[]): Promise<void>;
 }
 
@@ -32,6 +33,9 @@ export interface ActivityDeps {
   flow: FlowControl;
 }
 
+/** Pauses between the tries of a wake signal that Temporal did not take: about a minute in all. */
+const WAKE_RETRY_DELAYS_MS = [1_000, 2_000, 4_000, 8_000, 16_000, 32_000];
+
 /** Where a round of attempts stands when its send activity is scheduled. */
 export interface RoundPosition {
   /** Attempts of the round made before this activity's first (0 for a new round). */
@@ -43,7 +47,7 @@ export interface RoundPosition {
  * line until woken) or its rate limit gave a later start (`rate`: wait `waitMs`). `attempt` is
  * the round's attempt that did not happen, which the next activity starts with.
  */
-export type SendWait = { attempt: number } & ({ wait: 'turn' } | { wait: 'rate'; waitMs: number });
+export type SendWait = { attempt: number } & ({ wait: 'turn'; recheckMs: number } | { wait: 'rate'; waitMs: number });
 
 /** The delay before the next automatic attempt: the policy's, or longer if the endpoint asked (Retry-After), within the policy's cap. */
 function nextRetryDelay(attempt: number, retryAfterMs: number | undefined): number {
@@ -64,10 +68,24 @@ function nextAttemptStatus(finishedAt: Date, delayMs: number): AttemptResult['ne
 
 /** Creates the activities with their dependencies (the dependency-injection pattern). */
 export function createActivities({ db, secretBox, sender, logger, metrics, autoDisable, flow }: ActivityDeps) {
-  /** Wakes deliveries given a place; a failure only delays them (they ask again after TURN_RECHECK_MS). */
-  const wake = async (deliveryIds: readonly string[]) => {
+  /**
+   * Wakes deliveries given a place, in the background: while Temporal cannot be reached (a restart,
+   * its database down) the signals are sent again for about a minute. Past that the deliveries
+   * ask again by themselves (turnRecheckMs) and their places go to the next in line.
+   */
+  const wake = (deliveryIds: readonly string[]) => {
     if (deliveryIds.length === 0) return;
-    await flow.wake(deliveryIds).catch((error: unknown) => logger.warn({ err: error, deliveryIds }, 'could not wake deliveries waiting for their endpoint'));
+    void (async () => {
+      for (const delayMs of [...WAKE_RETRY_DELAYS_MS, undefined]) {
+        try {
+          await flow.wake(deliveryIds);
+          return;
+        } catch (error) {
+          if (delayMs === undefined) logger.warn({ err: error, deliveryIds }, 'could not wake deliveries waiting for their endpoint');
+          else await sleep(delayMs);
+        }
+      }
+    })();
   };
 
   /** One attempt, its place at the endpoint held. */
@@ -156,11 +174,11 @@ export function createActivities({ db, secretBox, sender, logger, metrics, autoD
       const heartbeats = setInterval(() => context.heartbeat(), 1_000);
       try {
         const permit = await acquireSendPermit(db, deliveryId, flow.limits);
-        await wake(permit.wake);
+        wake(permit.wake);
         const roundAttempt = round.attemptsBefore + context.info.attempt;
         if (permit.decision === 'wait_turn') {
           metrics.sendWaits.inc({ reason: 'endpoint_busy' });
-          return { attempt: roundAttempt, wait: 'turn' };
+          return { attempt: roundAttempt, wait: 'turn', recheckMs: turnRecheckMs(permit.ahead, flow.limits) };
         }
         if (permit.decision === 'wait_until') {
           metrics.sendWaits.inc({ reason: 'rate_limit' });

@@ -36,14 +36,15 @@ END $$;
 
 -- Asks for a place for the next attempt of a delivery. Answers one of:
 --   granted     the attempt may start now (its place is held for `p_hold_ms`);
---   wait_turn   no place is free: the delivery waits in line and is woken when one frees;
+--   wait_turn   no place is free: the delivery waits in line (`ahead` others before it) and is
+--               woken when one frees;
 --   wait_until  a place is held but the webhook's rate limit lets the send start only in
 --               `wait_ms` milliseconds (that start time is reserved for it);
 -- and `wake`: other deliveries given a place by this call (holds that lapsed were freed).
 -- A delivery that is gone, or whose webhook is disabled, is granted without a place: its
 -- attempt ends at once without sending.
 CREATE FUNCTION acquire_send_permit(p_delivery text, p_max_in_flight integer, p_hold_ms integer, p_reserve_ms integer)
-RETURNS TABLE (decision text, wait_ms integer, wake text[])
+RETURNS TABLE (decision text, wait_ms integer, ahead integer, wake text[])
 LANGUAGE plpgsql AS $$
 DECLARE
   hook record;
@@ -56,7 +57,7 @@ BEGIN
   WHERE w.id = (SELECT d.webhook_id FROM deliveries d WHERE d.id = p_delivery)
   FOR UPDATE;
   IF NOT FOUND OR hook.status <> 'active' THEN
-    RETURN QUERY SELECT 'granted'::text, 0, '{}'::text[];
+    RETURN QUERY SELECT 'granted'::text, 0, 0, '{}'::text[];
     RETURN;
   END IF;
 
@@ -68,7 +69,10 @@ BEGIN
   woken := promote_send_waiters(hook.id, CASE WHEN hook.circuit_opened_at IS NULL THEN p_max_in_flight ELSE 1 END, p_reserve_ms);
   SELECT * INTO mine FROM send_permits WHERE delivery_id = p_delivery;
   IF mine.state = 'waiting' THEN
-    RETURN QUERY SELECT 'wait_turn'::text, 0, woken;
+    RETURN QUERY SELECT 'wait_turn'::text, 0,
+      (SELECT count(*)::integer FROM send_permits
+       WHERE webhook_id = hook.id AND state = 'waiting' AND (queued_at, delivery_id) < (mine.queued_at, mine.delivery_id)),
+      woken;
     RETURN;
   END IF;
   woken := array_remove(woken, p_delivery);
@@ -84,18 +88,18 @@ BEGIN
     UPDATE send_permits
     SET not_before = mine.not_before, expires_at = mine.not_before + make_interval(secs => p_reserve_ms / 1000.0)
     WHERE delivery_id = p_delivery;
-    RETURN QUERY SELECT 'wait_until'::text, ceil(extract(epoch FROM mine.not_before - statement_timestamp()) * 1000)::integer, woken;
+    RETURN QUERY SELECT 'wait_until'::text, ceil(extract(epoch FROM mine.not_before - statement_timestamp()) * 1000)::integer, 0, woken;
     RETURN;
   END IF;
   UPDATE send_permits
   SET not_before = NULL, expires_at = statement_timestamp() + make_interval(secs => p_hold_ms / 1000.0)
   WHERE delivery_id = p_delivery;
-  RETURN QUERY SELECT 'granted'::text, 0, woken;
+  RETURN QUERY SELECT 'granted'::text, 0, 0, woken;
 END $$;
 --> statement-breakpoint
 
--- Gives back a delivery's place (its attempt ended, or it no longer waits) and passes free
--- places to the oldest waiters; returns the deliveries to wake.
+-- Gives back a delivery's place (its attempt ended, or it no longer waits), frees the places of
+-- holds that lapsed, and passes free places to the oldest waiters; returns the deliveries to wake.
 CREATE FUNCTION release_send_permit(p_delivery text, p_max_in_flight integer, p_reserve_ms integer) RETURNS text[]
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -108,6 +112,7 @@ BEGIN
   IF NOT FOUND THEN
     RETURN '{}';
   END IF;
-  DELETE FROM send_permits WHERE delivery_id = p_delivery;
+  DELETE FROM send_permits
+  WHERE delivery_id = p_delivery OR (webhook_id = hook.id AND state = 'held' AND expires_at < statement_timestamp());
   RETURN promote_send_waiters(hook.id, CASE WHEN hook.circuit_opened_at IS NULL THEN p_max_in_flight ELSE 1 END, p_reserve_ms);
 END $$;

@@ -46,13 +46,6 @@ export function retryPolicyFrom(attempt: number): RetryPolicy {
 /** How long a dead-lettered delivery's workflow stays open waiting for a manual retry: 7 days, in ms. */
 export const DEAD_LETTER_WAIT_MS = 7 * 24 * 60 * 60 * 1000;
 
-/**
- * How long a delivery waiting in line at its endpoint waits for {@link sendTurnSignal} before it
- * asks again: the signal is the way in, this only covers a place whose holder died and a signal
- * that was lost.
- */
-export const TURN_RECHECK_MS = 5 * 60 * 1000;
-
 /** Input of {@link deliveryWorkflow}: identifiers only, never secrets or event data. */
 export interface DeliveryWorkflowInput {
   deliveryId: string;
@@ -134,7 +127,7 @@ export async function deliveryWorkflow(input: DeliveryWorkflowInput): Promise<De
       const result = await sendFrom(attempt, projectId)(deliveryId, { attemptsBefore: attempt - 1 });
       if (typeof result === 'string') return result;
       attempt = result.attempt;
-      if (result.wait === 'turn') await condition(() => turnGiven, TURN_RECHECK_MS);
+      if (result.wait === 'turn') await condition(() => turnGiven, result.recheckMs);
       else await sleep(result.waitMs);
       // A long wait at a busy endpoint grows the history one wait at a time.
       if (workflowInfo().continueAsNewSuggested) {

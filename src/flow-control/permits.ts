@@ -22,14 +22,15 @@ export interface FlowLimits {
 /** The answer to a request for a place. */
 export type PermitDecision =
   | { decision: 'granted'; wake: string[] }
-  /** No place is free: wait in line until woken. */
-  | { decision: 'wait_turn'; wake: string[] }
+  /** No place is free: wait in line, behind `ahead` others, until woken. */
+  | { decision: 'wait_turn'; ahead: number; wake: string[] }
   /** A place is held; the rate limit lets the send start in `waitMs`. */
   | { decision: 'wait_until'; waitMs: number; wake: string[] };
 
 interface DecisionRow {
   decision: PermitDecision['decision'];
   wait_ms: number;
+  ahead: number;
   wake: string[];
 }
 
@@ -40,10 +41,21 @@ interface DecisionRow {
 export async function acquireSendPermit(db: Database, deliveryId: string, limits: FlowLimits): Promise<PermitDecision> {
   const [row] = await queryRows<DecisionRow>(
     db,
-    sql`select decision, wait_ms, wake from acquire_send_permit(${deliveryId}, ${limits.maxInFlight}, ${limits.holdMs}, ${limits.reserveMs})`,
+    sql`select decision, wait_ms, ahead, wake from acquire_send_permit(${deliveryId}, ${limits.maxInFlight}, ${limits.holdMs}, ${limits.reserveMs})`,
   );
-  const { decision, wait_ms: waitMs, wake } = row!;
-  return decision === 'wait_until' ? { decision, waitMs, wake } : { decision, wake };
+  const { decision, wait_ms: waitMs, ahead, wake } = row!;
+  if (decision === 'wait_until') return { decision, waitMs, wake };
+  return decision === 'wait_turn' ? { decision, ahead, wake } : { decision, wake };
+}
+
+/**
+ * How long a delivery waiting in line waits for its wake signal before it asks again. The signal
+ * is the way in; asking again covers a signal that was lost (its sender died) and a place whose
+ * holder died. Those near the head of the line ask again soon, the others rarely, so that a long
+ * line costs little.
+ */
+export function turnRecheckMs(ahead: number, limits: FlowLimits): number {
+  return ahead < limits.maxInFlight ? 30_000 : 5 * 60_000;
 }
 
 /** Gives back the place of `deliveryId`, if it holds or waits for one; returns the deliveries to wake. */

@@ -6,7 +6,7 @@ import { finishAttempt, startAttempt, type AttemptResult } from '../../src/db/qu
 import { recordEvent } from '../../src/db/queries/events.ts';
 import { insertWebhook } from '../../src/db/queries/webhooks.ts';
 import { sendPermits, webhooks } from '../../src/db/schema.ts';
-import { acquireSendPermit, releaseSendPermit, type FlowLimits } from '../../src/flow-control/permits.ts';
+import { acquireSendPermit, releaseSendPermit, turnRecheckMs, type FlowLimits } from '../../src/flow-control/permits.ts';
 import { generateEncryptionKey, SecretBox } from '../../src/secrets.ts';
 import { openTestDatabase } from '../support/database.ts';
 import { docauthData } from '../support/event-data.ts';
@@ -68,8 +68,8 @@ describe('places at an endpoint', () => {
     const [first, second, third, fourth] = ids as [string, string, string, string];
     expect(await acquireSendPermit(handle.db, first, limits)).toEqual({ decision: 'granted', wake: [] });
     expect(await acquireSendPermit(handle.db, second, limits)).toEqual({ decision: 'granted', wake: [] });
-    expect(await acquireSendPermit(handle.db, third, limits)).toEqual({ decision: 'wait_turn', wake: [] });
-    expect(await acquireSendPermit(handle.db, fourth, limits)).toEqual({ decision: 'wait_turn', wake: [] });
+    expect(await acquireSendPermit(handle.db, third, limits)).toEqual({ decision: 'wait_turn', ahead: 0, wake: [] });
+    expect(await acquireSendPermit(handle.db, fourth, limits)).toEqual({ decision: 'wait_turn', ahead: 1, wake: [] });
     // Asking again keeps the place in line.
     expect((await acquireSendPermit(handle.db, fourth, limits)).decision).toBe('wait_turn');
 
@@ -115,6 +115,24 @@ describe('places at an endpoint', () => {
     // The next request of anyone at this endpoint reaps the lapsed holds.
     const again = await acquireSendPermit(handle.db, ids[2]!, short);
     expect(again.decision).toBe('granted');
+  });
+
+  it('frees lapsed holds on a release too, and wakes the next in line', async () => {
+    const { ids } = await webhookWithDeliveries(4);
+    const short = { ...limits, holdMs: 400 };
+    await acquireSendPermit(handle.db, ids[0]!, short);
+    await acquireSendPermit(handle.db, ids[1]!, short);
+    await acquireSendPermit(handle.db, ids[2]!, short);
+    await acquireSendPermit(handle.db, ids[3]!, short);
+    await new Promise((resolve) => setTimeout(resolve, 450));
+    // The first holder's release frees its own place and the second's lapsed one: both waiters go.
+    expect((await releaseSendPermit(handle.db, ids[0]!, short)).sort()).toEqual([ids[2], ids[3]].sort());
+  });
+
+  it('asks those near the head of the line to ask again soon, the rest rarely', () => {
+    expect(turnRecheckMs(0, limits)).toBe(30_000);
+    expect(turnRecheckMs(limits.maxInFlight - 1, limits)).toBe(30_000);
+    expect(turnRecheckMs(limits.maxInFlight, limits)).toBe(300_000);
   });
 
   it('allows one send at a time while the circuit breaker is open', async () => {
