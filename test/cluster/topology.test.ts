@@ -14,7 +14,7 @@ import { boundPorts, type ClusterLayout } from '../../src/cluster/layout.ts';
 import { portIsFree, processStartTime } from '../../src/cluster/processes.ts';
 import { verifyWebhook } from '../../src/receiver/index.ts';
 import { randomToken } from '../../src/secrets.ts';
-import { launchChromium } from '../support/browser.ts';
+import { launchChromium, openPortalLink } from '../support/browser.ts';
 import { startClusterTopology, type ClusterHandle } from '../support/cluster.ts';
 import { docauthData } from '../support/event-data.ts';
 import { call as httpCall, type HttpAnswer } from '../support/http.ts';
@@ -104,7 +104,7 @@ describe('npm run cluster', () => {
   it('gives every replica the variables set at up and the secrets generated once in DATA_DIR', async () => {
     const { status } = cluster;
     const generatedKey = readFileSync(path.join(cluster.dataDir, 'secret-encryption.key'), 'utf8').trim();
-    // EVENT_PRODUCER_TOKEN was set, so none was generated.
+    // EVENT_PRODUCER_TOKEN reaches every replica as set; the service never generates one.
     expect(existsSync(path.join(cluster.dataDir, 'producer-token'))).toBe(false);
     for (const { role, index, pid } of status.processes.filter((p) => p.role === 'api' || p.role === 'worker')) {
       const env = environmentOf(pid);
@@ -261,7 +261,7 @@ describe('npm run cluster', () => {
     const browser = await launchChromium();
     try {
       const page = await browser.newPage();
-      await page.goto(link.url);
+      await openPortalLink(page, link.url);
       expect(page.url()).toBe(`${api0}/portal`);
       // The session lives in the database: the other replica knows it (cookies are per host, not per port).
       await page.goto(`${api1}/portal/webhooks/${webhookId}`);
