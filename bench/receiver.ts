@@ -2,7 +2,8 @@
  * The benchmark's HTTPS receiver, run as its own process (forked by bench/run.ts with an IPC
  * channel). It verifies every signature with the service's receiver library, answers at once
  * (200, or 500 for a share of requests given by the fail ratio), deduplicates by delivery id,
- * and reports what it got to the parent in batches.
+ * and reports what it got to the parent in batches. With `holdMs` it is a hanging endpoint
+ * instead: it reads and verifies each request, then keeps it open.
  *
  * argv[2] is a JSON {@link ReceiverOptions}. Messages from the parent: {@link ToReceiver};
  * to the parent: {@link FromReceiver}.
@@ -22,6 +23,11 @@ export interface ReceiverOptions {
    * retries (the service makes 5 attempts per round). 0 = no cap.
    */
   failCap: number;
+  /**
+   * Hold every verified request this long before answering 200 (absent: answer at once). Longer
+   * than the service's 30 s limit, the endpoint hangs: the sender gives up first.
+   */
+  holdMs?: number;
   /** How often batches are sent to the parent. */
   batchMs?: number;
 }
@@ -38,7 +44,7 @@ export interface ReceiverBatch {
   ids: string[];
   /** Epoch milliseconds (performance.timeOrigin + performance.now()) when the body had arrived. */
   t: number[];
-  /** Status answered: 200, 500 (injected failure) or 400 (verification failed). */
+  /** Status answered: 200, 500 (injected failure), 400 (verification failed), or 0 (held: `holdMs`). */
   status: number[];
   /** 1 when the delivery had already been answered 200 before (a duplicate delivery). */
   dup: number[];
@@ -52,6 +58,10 @@ export interface ReceiverCounters {
   invalidSignatures: number;
   injectedFailures: number;
   tlsConnections: number;
+  /** Requests read and not answered yet, their connection still open. */
+  openRequests: number;
+  /** The most requests open at once since the start. */
+  maxOpenRequests: number;
   /** Up to 5 examples of why a verification failed. */
   invalidExamples: string[];
 }
@@ -74,6 +84,8 @@ const counters: ReceiverCounters = {
   invalidSignatures: 0,
   injectedFailures: 0,
   tlsConnections: 0,
+  openRequests: 0,
+  maxOpenRequests: 0,
   invalidExamples: [],
 };
 let batch = { ids: [] as string[], t: [] as number[], status: [] as number[], dup: [] as number[] };
@@ -96,6 +108,12 @@ function secretFor(path: string | undefined): string | undefined {
 const server = createServer(
   { key: readFileSync(options.keyFile), cert: readFileSync(options.certFile) },
   (req, res) => {
+    counters.openRequests += 1;
+    counters.maxOpenRequests = Math.max(counters.maxOpenRequests, counters.openRequests);
+    res.once('close', () => {
+      counters.openRequests -= 1;
+    });
+    const answer = (status: number) => res.writeHead(status, { 'Content-Type': 'text/plain', 'Content-Length': '2' }).end(status === 200 ? 'ok' : 'no');
     const chunks: Buffer[] = [];
     req.on('data', (chunk: Buffer) => chunks.push(chunk));
     req.on('end', () => {
@@ -119,7 +137,12 @@ const server = createServer(
           counters.invalidExamples.push(error instanceof WebhookVerificationError ? `${error.code}: ${error.message}` : String(error));
         }
       }
-      if (status === 200 && options.failRatio > 0 && !delivered.has(id)) {
+      if (status === 200 && options.holdMs) {
+        // Answered later, if the sender still waits by then (its connection closing clears the timer).
+        const timer = setTimeout(() => answer(200), options.holdMs);
+        res.once('close', () => clearTimeout(timer));
+        status = 0;
+      } else if (status === 200 && options.failRatio > 0 && !delivered.has(id)) {
         const failed = failures.get(id) ?? 0;
         if ((options.failCap === 0 || failed < options.failCap) && Math.random() < options.failRatio) {
           failures.set(id, failed + 1);
@@ -137,7 +160,7 @@ const server = createServer(
           counters.delivered += 1;
         }
       }
-      res.writeHead(status, { 'Content-Type': 'text/plain', 'Content-Length': '2' }).end(status === 200 ? 'ok' : 'no');
+      if (status !== 0) answer(status);
       batch.ids.push(id);
       batch.t.push(receivedAt);
       batch.status.push(status);

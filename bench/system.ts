@@ -9,9 +9,9 @@ import { randomBytes } from 'node:crypto';
 import { mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { openDatabase } from '../src/db/client.ts';
-import { createApiKey } from '../src/db/queries/api-keys.ts';
 import type { Outcome } from './ceiling.ts';
 import { renderChart } from './lib/chart.ts';
+import { DeliveryLedger } from './lib/ledger.ts';
 import { isInterrupted, killOnExit, onCleanup, workDir } from './lib/lifecycle.ts';
 import { options } from './lib/options.ts';
 import {
@@ -31,9 +31,11 @@ import {
   sleep,
   stamp,
 } from './lib/output.ts';
+import { fireAtRate } from './lib/pacing.ts';
 import { readServiceProbe } from './lib/probe-report.ts';
 import { startAlongside } from './lib/alongside.ts';
 import { ProcessSampler, threadCpu, threadCpuDelta } from './lib/procstat.ts';
+import { createProject } from './lib/projects.ts';
 import { createPublisher } from './lib/publisher.ts';
 import { startCertifiedReceiver } from './lib/receiver-client.ts';
 import { REPO_ROOT } from './lib/stack.ts';
@@ -89,28 +91,13 @@ export async function runSystem(): Promise<Outcome> {
   const projectId = `bench-${runId}`;
 
   // Deliveries: publish start per delivery id, and landings (first 200 per id).
-  const publishStart = new Map<string, number>();
-  const pendingLandings = new Map<string, number>();
-  const warmupIds = new Set<string>();
-  let warmupLanded = 0;
-  const landings: { t: number; latency: number }[] = [];
-  const land = (id: string, t: number) => {
-    if (warmupIds.has(id)) {
-      warmupLanded += 1;
-      return;
-    }
-    const start = publishStart.get(id);
-    if (start === undefined) {
-      pendingLandings.set(id, t);
-      return;
-    }
-    landings.push({ t, latency: t - start });
-  };
+  const ledger = new DeliveryLedger<'warmup' | 'load'>();
+  const landings = ledger.landings('load');
 
   // 1. Receiver, 2. the service.
   const { receiver, certFile } = await startCertifiedReceiver(workDir, { failRatio, failCap: options.failCap }, (batch) => {
     for (let i = 0; i < batch.ids.length; i += 1) {
-      if (batch.status[i] === 200 && batch.dup[i] === 0) land(batch.ids[i]!, batch.t[i]!);
+      if (batch.status[i] === 200 && batch.dup[i] === 0) ledger.landed(batch.ids[i]!, batch.t[i]!);
     }
   });
   killOnExit(receiver.pid);
@@ -127,28 +114,11 @@ export async function runSystem(): Promise<Outcome> {
   const target = await plan.start();
   const servicePid = target.serviceProcess?.pid;
 
-  // 3. API key (directly in the database, as `npm run cli -- keys create` does) and webhooks.
+  // 3. API key and webhooks.
   const database = await openDatabase({ kind: 'postgres', url: target.databaseUrl, poolMax: 1 });
-  const { key, token } = await createApiKey(database.db, { projectId, services: ['webhooks'], name: 'bench' }).finally(() =>
-    database.close(),
-  );
-  const secrets: string[] = [];
-  for (let i = 0; i < webhookCount; i += 1) {
-    const res = await fetch(`${target.apiUrls[i % target.apiUrls.length]}/api-gateway/v2/webhooks`, {
-      method: 'POST',
-      headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' },
-      body: JSON.stringify({
-        api_key_id: key.id,
-        url: `${receiver.url}/hooks/${i}`,
-        events: ['docauth.completed'],
-        headers: { 'X-Customer-Tag': 'bench' },
-      }),
-    });
-    const body = (await res.json()) as { data?: { secret?: string }; error?: unknown };
-    if (res.status !== 201 || !body.data?.secret) throw new Error(`creating webhook ${i} failed: ${res.status} ${JSON.stringify(body)}`);
-    secrets.push(body.data.secret);
-  }
-  receiver.setSecrets(secrets);
+  const urls = Array.from({ length: webhookCount }, (_, i) => `${receiver.url}/hooks/${i}`);
+  const project = await createProject(database.db, target.apiUrls, projectId, urls).finally(() => database.close());
+  receiver.setSecrets(project.webhooks.map((webhook) => webhook.secret));
 
   // 4. Publishing through the producers' door.
   const publisher = createPublisher(target.apiUrls, target.producerToken, projectId, Math.max(concurrency, 64));
@@ -162,15 +132,14 @@ export async function runSystem(): Promise<Outcome> {
     await Promise.all(
       Array.from({ length: Math.min(4, warmupEvents) }, async () => {
         while (next < warmupEvents) {
+          const started = now();
           const result = await publisher.publish(next++, `warm-${runId}`);
-          for (const id of result.deliveryIds) warmupIds.add(id);
+          for (const id of result.deliveryIds) ledger.sent(id, 'warmup', started);
         }
       }),
     );
-    // Landings that raced their publish answer.
-    for (const [id] of pendingLandings) if (warmupIds.has(id)) (pendingLandings.delete(id), (warmupLanded += 1));
     const warmDeadline = Date.now() + 60_000;
-    while (warmupLanded < warmupIds.size && Date.now() < warmDeadline && !isInterrupted()) await sleep(100);
+    while (ledger.landings('warmup').length < ledger.expected('warmup') && Date.now() < warmDeadline && !isInterrupted()) await sleep(100);
   }
 
   // The measured run.
@@ -178,7 +147,6 @@ export async function runSystem(): Promise<Outcome> {
   const publishDurations: number[] = [];
   const publishErrors: string[] = [];
   let publishErrorCount = 0;
-  let expected = 0;
   let inFlight = 0;
   let deferred = 0;
   await target.statements?.reset();
@@ -200,15 +168,7 @@ export async function runSystem(): Promise<Outcome> {
       publishErrorCount += 1;
       if (publishErrors.length < 5) publishErrors.push(result.error);
     }
-    for (const id of result.deliveryIds) {
-      expected += 1;
-      publishStart.set(id, started);
-      const t = pendingLandings.get(id);
-      if (t !== undefined) {
-        pendingLandings.delete(id);
-        landings.push({ t, latency: t - started });
-      }
-    }
+    for (const id of result.deliveryIds) ledger.sent(id, 'load', started);
   };
 
   let lastDelivered = 0;
@@ -218,13 +178,12 @@ export async function runSystem(): Promise<Outcome> {
     const delivered = landings.length;
     const phase = elapsed <= duration ? `${elapsed.toFixed(0)}s/${duration}s` : `draining ${(elapsed - duration).toFixed(0)}s`;
     progress(
-      `${phase}  sent ${publishTimes.length} (${publishTimes.length - lastPublished}/s)  delivered ${delivered} (${delivered - lastDelivered}/s)  in flight ${expected - delivered + inFlight * webhookCount}${publishErrorCount ? `  publish errors ${publishErrorCount}` : ''}${receiver.counters?.injectedFailures ? `  500s ${receiver.counters.injectedFailures}` : ''}`,
+      `${phase}  sent ${publishTimes.length} (${publishTimes.length - lastPublished}/s)  delivered ${delivered} (${delivered - lastDelivered}/s)  in flight ${ledger.expected('load') - delivered + inFlight * webhookCount}${publishErrorCount ? `  publish errors ${publishErrorCount}` : ''}${receiver.counters?.injectedFailures ? `  500s ${receiver.counters.injectedFailures}` : ''}`,
     );
     lastDelivered = delivered;
     lastPublished = publishTimes.length;
   }, 1000);
 
-  const running = new Set<Promise<void>>();
   if (maxRate) {
     let seq = 0;
     await Promise.all(
@@ -233,24 +192,11 @@ export async function runSystem(): Promise<Outcome> {
       }),
     );
   } else {
-    const total = Math.round(rate * duration);
-    let seq = 0;
-    while (seq < total && !isInterrupted()) {
-      const due = Math.min(total, Math.floor(((now() - loadStart) / 1000) * rate) + 1);
-      while (seq < due) {
-        if (inFlight >= maxInFlight) {
-          deferred += 1;
-          break;
-        }
-        const call = fire(seq++).finally(() => running.delete(call));
-        running.add(call);
-      }
-      await sleep(Math.max(1, Math.min(10, 1000 / rate / 2)));
-    }
-    await Promise.all(running);
+    deferred = await fireAtRate(rate, Math.round(rate * duration), maxInFlight, fire);
   }
   const publishEnd = now();
   sampler.phase = 'drain';
+  const expected = ledger.expected('load');
 
   // 5. Wait for every delivery to land, or the deadline.
   const drainDeadline = publishEnd + deadlineS * 1000;
@@ -271,7 +217,7 @@ export async function runSystem(): Promise<Outcome> {
   const usage = cpuBetween(sampler, loadStart, drainEnd);
   const usageLoad = cpuBetween(sampler, loadStart, publishEnd);
   const startupUsage = cpuBetween(sampler, spawnedAt, loadStart);
-  const unexpected = pendingLandings.size;
+  const unexpected = ledger.unexpected;
 
   // 6. Stop the service (profiles are written when it exits), then the receiver.
   sampler.phase = 'shutdown';
@@ -387,7 +333,7 @@ export async function runSystem(): Promise<Outcome> {
     publish_error_examples: publishErrors,
     invalid_signature_examples: counters.invalidExamples,
     receiver_tls_connections: counters.tlsConnections,
-    warmup: { events: warmupEvents, deliveries: warmupIds.size, landed: warmupLanded },
+    warmup: { events: warmupEvents, deliveries: ledger.expected('warmup'), landed: ledger.landings('warmup').length },
     service_env: options.extraEnv,
     prebuilt_bundle: options.prebuiltBundle,
     profile: profile

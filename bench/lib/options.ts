@@ -54,6 +54,20 @@ Comparison backends (the bench starts them itself, so their CPU and memory are m
   --temporal-arg <arg>  an extra dev-server argument (repeatable; implies --own-temporal),
                         e.g. --temporal-arg=--sqlite-pragma --temporal-arg=synchronous=OFF
 
+Noisy neighbour:
+  --noisy-neighbour     two projects: A's webhook on a healthy receiver, B's on a hanging one (reads the
+                        request, answers after --neighbour-hold). A alone at --rate [10] for --duration
+                        [60; --quick 10] s, then B's burst, then A again beside B's queue; reports A's
+                        latency in both phases, their p99 ratio, and B's deliveries by status over the run.
+                        --deadline [300] bounds each phase's wait: A's deliveries still queued in the
+                        service then are late, not lost
+  --neighbour-events <n>  events published to B, all accepted before A's second phase [1000; --quick 200]
+  --neighbour-rate <n>  B's events per second [200]
+  --neighbour-hold <s>  how long B's endpoint holds each request before answering 200 [45]; 0 answers at
+                        once (a healthy neighbour, the control run)
+  --neighbour-settle <s>  after B's burst is accepted, wait this long before A's second phase, so that A
+                        meets B's deliveries queued, not B's burst being taken in [20; --quick 5]
+
 Ceiling:
   --ceiling             measure the send path alone: createSender + buildNotificationHeaders/Body,
                         no Temporal, no database, to the same receiver, for --duration seconds
@@ -71,7 +85,7 @@ const { values: args } = parseArgs({
     concurrency: { type: 'string', default: '48' },
     'max-in-flight': { type: 'string', default: '512' },
     warmup: { type: 'string' },
-    deadline: { type: 'string', default: '180' },
+    deadline: { type: 'string' },
     quick: { type: 'boolean', default: false },
     alongside: { type: 'string' },
     out: { type: 'string' },
@@ -91,6 +105,11 @@ const { values: args } = parseArgs({
     'temporal-arg': { type: 'string', multiple: true, default: [] },
     keep: { type: 'boolean', default: false },
     ceiling: { type: 'boolean', default: false },
+    'noisy-neighbour': { type: 'boolean', default: false },
+    'neighbour-events': { type: 'string' },
+    'neighbour-rate': { type: 'string' },
+    'neighbour-hold': { type: 'string' },
+    'neighbour-settle': { type: 'string' },
     'ceiling-concurrency': { type: 'string', default: '50' },
     help: { type: 'boolean', short: 'h', default: false },
   },
@@ -114,26 +133,31 @@ function numberArg(name: string, value: string | undefined, fallback: number, mi
 }
 
 const quick = args.quick;
-const rateArg = args.rate ?? (quick ? '20' : '50');
+const noisy = args['noisy-neighbour'];
+const rateArg = args.rate ?? (noisy ? '10' : quick ? '20' : '50');
 if (args.trust !== 'ca-file' && args.trust !== 'node-extra-ca') usageError(`--trust must be ca-file or node-extra-ca, got ${args.trust}`);
 if (args.cluster && (args.postgres || args['own-temporal'] || args['temporal-arg']?.length)) {
   usageError('--cluster brings its own PostgreSQL and Temporal server: drop --postgres, --own-temporal and --temporal-arg');
 }
 if (args.cluster && args['cpu-prof']) usageError('--cpu-prof profiles the one service process: not with --cluster');
+if (noisy && (rateArg === 'max' || args.webhooks !== '1' || args['fail-ratio'] !== '0' || args.alongside || args.ceiling || args['cpu-prof'])) {
+  usageError('--noisy-neighbour takes a fixed --rate, one webhook per project, and none of --fail-ratio, --alongside, --ceiling, --cpu-prof');
+}
+if (!noisy && (args['neighbour-events'] ?? args['neighbour-rate'] ?? args['neighbour-hold'] ?? args['neighbour-settle']) !== undefined) usageError('--neighbour-* go with --noisy-neighbour');
 if (!args.cluster && (args.workers !== undefined || args['history-shards'] !== undefined)) usageError('--workers and --history-shards go with --cluster');
 
 /** The options of this run, validated. */
 export const options = {
   maxRate: rateArg === 'max',
   rate: rateArg === 'max' ? 0 : numberArg('rate', rateArg, 50, 0.1),
-  duration: numberArg('duration', args.duration, quick ? 5 : args.ceiling ? 20 : 60, 1),
+  duration: numberArg('duration', args.duration, quick ? (noisy ? 10 : 5) : args.ceiling ? 20 : 60, 1),
   webhookCount: numberArg('webhooks', args.webhooks, 1, 1, 1000),
   failRatio: numberArg('fail-ratio', args['fail-ratio'], 0, 0, 1),
   failCap: numberArg('fail-cap', args['fail-cap'], 3, 0),
   concurrency: numberArg('concurrency', args.concurrency, 48, 1, 4096),
   maxInFlight: numberArg('max-in-flight', args['max-in-flight'], 512, 1),
   warmupEvents: numberArg('warmup', args.warmup, quick ? 5 : 20, 0),
-  deadlineS: numberArg('deadline', args.deadline, 180, 1),
+  deadlineS: numberArg('deadline', args.deadline, noisy ? 300 : 180, 1),
   ceilingConcurrency: numberArg('ceiling-concurrency', args['ceiling-concurrency'], 50, 1),
   trust: args.trust as Trust,
   extraEnv: Object.fromEntries(
@@ -162,4 +186,13 @@ export const options = {
   warmDataDir: args['warm-data-dir'],
   keep: args.keep,
   ceiling: args.ceiling,
+  /** The noisy-neighbour scenario (bench/noisy-neighbour.ts), when asked for. */
+  neighbour: noisy
+    ? {
+        events: numberArg('neighbour-events', args['neighbour-events'], quick ? 200 : 1000, 1),
+        rate: numberArg('neighbour-rate', args['neighbour-rate'], 200, 0.1),
+        holdS: numberArg('neighbour-hold', args['neighbour-hold'], 45, 0),
+        settleS: numberArg('neighbour-settle', args['neighbour-settle'], quick ? 5 : 20, 0),
+      }
+    : undefined,
 };

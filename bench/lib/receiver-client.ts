@@ -75,17 +75,17 @@ export async function startReceiver(
 }
 
 /**
- * The run's receiver with a fresh self-signed certificate for 127.0.0.1 in `workDir/cert` (the
- * service trusts its certificate file).
+ * A receiver of the run with the self-signed certificate for 127.0.0.1 in `workDir/cert` (made
+ * by the first, shared by the others; the service trusts its file).
  */
 export async function startCertifiedReceiver(
   workDir: string,
-  failure: { failRatio: number; failCap: number },
+  behaviour: Omit<ReceiverOptions, 'keyFile' | 'certFile'>,
   onBatch: (batch: ReceiverBatch) => void,
 ): Promise<{ receiver: ReceiverHandle; certFile: string }> {
   const certificate = localCertificate(path.join(workDir, 'cert'), 2);
   const receiver = await startReceiver(
-    { keyFile: path.join(workDir, 'cert', 'key.pem'), certFile: certificate.certFile, ...failure },
+    { keyFile: path.join(workDir, 'cert', 'key.pem'), certFile: certificate.certFile, ...behaviour },
     onBatch,
   );
   return { receiver, certFile: certificate.certFile };

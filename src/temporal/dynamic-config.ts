@@ -13,7 +13,7 @@
  * delivery, docs/performance.md). The service registers its attributes before it starts
  * anything, so the cache is never stale for it.
  *
- * Fair dispatch: each send activity carries its project as a fairness key, and with these on
+ * Fair dispatch: each delivery workflow and send activity carries its project as a fairness key; with these on
  * the matching service hands out the tasks of a backlog round-robin across keys instead of in
  * arrival order, so one project's burst does not queue another project's deliveries behind it
  * (docs/architecture.md, "Isolation").

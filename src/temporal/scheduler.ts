@@ -68,6 +68,8 @@ export class DeliveryScheduler {
         { key: DeliveryStatusAttribute, value: 'pending' },
       ],
       staticSummary: `${start.event} → ${new URL(start.url).host}`,
+      // Its workflow tasks are dispatched fairly across projects, as its sends are (docs/architecture.md, "Isolation").
+      priority: { fairnessKey: start.projectId },
     };
   }
 

@@ -38,31 +38,34 @@ async function firstAttemptOut(deliveryId: string): Promise<void> {
   }
 }
 
-it('a retry signal during an attempt cancels it before the new round: never two requests at once', async () => {
+/**
+ * Publishes to a fresh webhook, lets `interrupt` act while the first attempt hangs at the
+ * receiver, and checks that the second request came only after the first had ended.
+ */
+async function interruptRunningAttempt(interrupt: (webhook: { token: string; webhookId: string; deliveryId: string }) => Promise<void>) {
   const { key, webhookId } = await createWebhookFor(h, receiver.url);
   const [deliveryId] = (await publishFor(h, key.projectId)).delivery_ids;
   await firstAttemptOut(deliveryId!);
-  // A manual retry that reaches the workflow while its attempt runs (the API's status check
-  // raced the attempt's start).
-  await h.client.workflow.getHandle(deliveryId!).signal(retrySignal);
+  await interrupt({ token: key.token, webhookId, deliveryId: deliveryId! });
   await waitForDelivery(h, key.token, webhookId, deliveryId!, (d) => d.status === 'delivered');
   const requests = requestsFor(deliveryId!);
   expect(requests).toHaveLength(2);
   expect(peakConcurrency(requests)).toBe(1);
+}
+
+it('a retry signal during an attempt cancels it before the new round: never two requests at once', async () => {
+  // A manual retry that reaches the workflow while its attempt runs (the API's status check
+  // raced the attempt's start).
+  await interruptRunningAttempt(({ deliveryId }) => h.client.workflow.getHandle(deliveryId).signal(retrySignal));
 }, 60_000);
 
 it('a bulk retry during an attempt cancels it before the new round: never two requests at once', async () => {
-  const { key, webhookId } = await createWebhookFor(h, receiver.url);
-  const [deliveryId] = (await publishFor(h, key.projectId)).delivery_ids;
-  await firstAttemptOut(deliveryId!);
-  // The operation matches the delivery as `failed`, as it was an instant before this attempt started.
-  await h.db.update(deliveries).set({ status: 'failed' }).where(eq(deliveries.id, deliveryId!));
-  const started = await h.request('POST', `${BASE}/webhooks/${webhookId}/deliveries/retry`, { token: key.token, body: { status: ['failed'] } });
-  expect(started.status).toBe(202);
-  await waitForDelivery(h, key.token, webhookId, deliveryId!, (d) => d.status === 'delivered');
-  const requests = requestsFor(deliveryId!);
-  expect(requests).toHaveLength(2);
-  expect(peakConcurrency(requests)).toBe(1);
+  await interruptRunningAttempt(async ({ token, webhookId, deliveryId }) => {
+    // The operation matches the delivery as `failed`, as it was an instant before this attempt started.
+    await h.db.update(deliveries).set({ status: 'failed' }).where(eq(deliveries.id, deliveryId));
+    const started = await h.request('POST', `${BASE}/webhooks/${webhookId}/deliveries/retry`, { token, body: { status: ['failed'] } });
+    expect(started.status).toBe(202);
+  });
 }, 60_000);
 
 it('the late end of an abandoned attempt changes nothing: a delivered delivery stays delivered', async () => {

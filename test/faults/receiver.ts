@@ -46,6 +46,10 @@ export class DedupeReceiver {
   latencyMs = 0;
   /** Every request that arrived, valid or not. */
   requests = 0;
+  /** Requests read and not answered yet, their connection still open. */
+  #openRequests = 0;
+  /** The most requests open at once. */
+  maxOpenRequests = 0;
   /** When each verified request arrived (ms since the epoch), in order. */
   readonly receipts: number[] = [];
 
@@ -83,6 +87,11 @@ export class DedupeReceiver {
   async start(): Promise<void> {
     if (this.#server) return;
     const server = createServer({ key: this.#certificate.key, cert: this.#certificate.cert }, (req, res) => {
+      this.#openRequests += 1;
+      this.maxOpenRequests = Math.max(this.maxOpenRequests, this.#openRequests);
+      res.once('close', () => {
+        this.#openRequests -= 1;
+      });
       const chunks: Buffer[] = [];
       req.on('data', (chunk: Buffer) => chunks.push(chunk));
       req.on('end', () => {
@@ -106,8 +115,13 @@ export class DedupeReceiver {
             this.seen.set(payload.id, { count: 1, firstAt: now, lastAt: now });
           }
           const answer = () => res.writeHead(known ? 200 : 204).end();
-          if (this.latencyMs > 0) setTimeout(answer, this.latencyMs);
-          else answer();
+          if (this.latencyMs > 0) {
+            // A sender that gave up first closed the connection: nothing left to answer.
+            const timer = setTimeout(answer, this.latencyMs);
+            res.once('close', () => clearTimeout(timer));
+          } else {
+            answer();
+          }
         } catch (error) {
           const code = error instanceof WebhookVerificationError ? error.code : String(error);
           this.invalid.push({ code, deliveryId });

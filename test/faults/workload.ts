@@ -5,7 +5,7 @@
  * that the database agrees with what the receiver saw.
  */
 import { randomUUID } from 'node:crypto';
-import { count, eq, inArray } from 'drizzle-orm';
+import { count, eq, inArray, sum } from 'drizzle-orm';
 import { ABANDONED_ATTEMPT_ERROR } from '../../src/db/queries/deliveries.ts';
 import { deliveries, deliveryAttempts, events, webhooks } from '../../src/db/schema.ts';
 import { docauthData as sharedDocauthData } from '../support/event-data.ts';
@@ -196,19 +196,20 @@ export function docauthData(requestId: string) {
 // ---------------------------------------------------------------------------------------------
 // Waiting
 
-export type StatusCounts = Partial<Record<(typeof deliveries.$inferSelect)['status'], number>> & { total: number };
+export type StatusCounts = Partial<Record<(typeof deliveries.$inferSelect)['status'], number>> & { total: number; attempts: number };
 
-/** Delivery counts by status for the webhook (throws while the database is down). */
-export async function statusCounts(cluster: Deployment, webhookId: string): Promise<StatusCounts> {
+/** Delivery counts by status for the webhook, and their attempts (throws while the database is down). */
+export async function statusCounts(cluster: Pick<Deployment, 'db'>, webhookId: string): Promise<StatusCounts> {
   const rows = await cluster.db
-    .select({ status: deliveries.status, n: count() })
+    .select({ status: deliveries.status, n: count(), attempts: sum(deliveries.attemptCount) })
     .from(deliveries)
     .where(eq(deliveries.webhookId, webhookId))
     .groupBy(deliveries.status);
-  const counts: StatusCounts = { total: 0 };
+  const counts: StatusCounts = { total: 0, attempts: 0 };
   for (const row of rows) {
     counts[row.status] = row.n;
     counts.total += row.n;
+    counts.attempts += Number(row.attempts ?? 0);
   }
   return counts;
 }
