@@ -99,6 +99,14 @@ describe('npm run cluster', () => {
     }
     for (const url of status.api) expect((await call(`${url}/readyz`)).status).toBe(200);
     expect((await fetch(status.ui)).status).toBe(200);
+    // /metrics is never on an API port: each replica serves its own on loopback, API replica i on
+    // METRICS_PORT+2(workers+i) after the two workers' METRICS_PORT and METRICS_PORT+2.
+    const metricsPort = Number(cluster.env.METRICS_PORT);
+    for (const [i, url] of status.api.entries()) {
+      expect((await fetch(`${url}/metrics`)).status).toBe(404);
+      expect(await (await fetch(`http://127.0.0.1:${metricsPort + 2 * (2 + i)}/metrics`)).text()).toContain('http_requests_total');
+    }
+    for (const i of [0, 1]) expect((await fetch(`http://127.0.0.1:${metricsPort + 2 * i}/metrics`)).status).toBe(200);
   });
 
   it('gives every replica the variables set at up and the secrets generated once in DATA_DIR', async () => {
