@@ -10,6 +10,7 @@ import type { Sender } from '../src/delivery/sender.ts';
 import { acquireSendPermit, releaseSendPermit, turnRecheckMs, type FlowLimits } from '../src/flow-control/permits.ts';
 import { attemptOutcomeLabel, type Metrics } from '../src/metrics.ts';
 import type { SecretBox } from '../src/secrets.ts';
+import { openWebhookHeaders, openWebhookSecret } from '../src/webhook-secrets.ts';
 import { NON_RETRYABLE, NON_RETRYABLE_REASONS } from '../workflows/failure-types.ts';
 
 /** Flow control of the sends to one endpoint (src/flow-control/). */
@@ -112,12 +113,12 @@ export function createActivities({ db, secretBox, sender, logger, metrics, autoD
       data: openPayload(secretBox, event)!,
     });
     const headers = buildNotificationHeaders({
-      secret: secretBox.open(webhook.secretSealed),
+      secret: openWebhookSecret(secretBox, webhook),
       timestampSeconds: Math.floor(Date.now() / 1000),
       body,
       deliveryId,
       event: delivery.event,
-      customHeaders: webhook.headers,
+      customHeaders: openWebhookHeaders(secretBox, webhook),
     });
     const sent = await sender.send({ url: webhook.url, headers, body, signal: context.cancellationSignal });
     const finishedAt = new Date();

@@ -72,8 +72,8 @@ export async function runNoisyNeighbour(): Promise<Outcome> {
   const b = await createProject(database.db, target.apiUrls, `bench-${runId}-b`, [`${hanging.url}/hooks/0`]);
   healthy.setSecrets([a.webhooks[0]!.secret]);
   hanging.setSecrets([b.webhooks[0]!.secret]);
-  const publishA = createPublisher(target.apiUrls, target.producerToken, a.projectId, 64);
-  const publishB = createPublisher(target.apiUrls, target.producerToken, b.projectId, 64);
+  const publishA = createPublisher(target.apiUrls, a.producerKey, a.projectId, 64);
+  const publishB = createPublisher(target.apiUrls, b.producerKey, b.projectId, 64);
   onCleanup(async () => {
     publishA.close();
     publishB.close();

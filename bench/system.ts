@@ -121,7 +121,7 @@ export async function runSystem(): Promise<Outcome> {
   receiver.setSecrets(project.webhooks.map((webhook) => webhook.secret));
 
   // 4. Publishing through the producers' door.
-  const publisher = createPublisher(target.apiUrls, target.producerToken, projectId, Math.max(concurrency, 64));
+  const publisher = createPublisher(target.apiUrls, project.producerKey, projectId, Math.max(concurrency, 64));
   onCleanup(async () => publisher.close());
 
   // Warm-up: a few events, delivered before measuring (connections, JIT, workflow cache).

@@ -17,7 +17,6 @@ import { SECURITY_SCHEMES } from './api/routes/shared.ts';
 import { portalSessionsRouter } from './api/routes/portal-sessions.ts';
 import { testEventsRouter } from './api/routes/test-events.ts';
 import { webhooksRouter } from './api/routes/webhooks.ts';
-import { renderMetrics } from './metrics.ts';
 import { PORTAL_BASE } from './portal/link.ts';
 import { portalRouter } from './portal/router.ts';
 
@@ -105,11 +104,6 @@ export function createApp(deps: AppDeps) {
   app.use(`${INTERNAL_BASE}/*`, requireJsonBody);
 
   app.route('/', healthRouter);
-  app.get('/metrics', async (c) =>
-    c.text(await renderMetrics(deps.metrics, deps.sdkMetricsUrl), 200, {
-      'Content-Type': deps.metrics.registry.contentType,
-    }),
-  );
 
   const v2 = new OpenAPIHono<AppEnv>();
   v2.use('/webhooks', requireApiKey);
@@ -144,7 +138,8 @@ export function createApp(deps: AppDeps) {
   app.openAPIRegistry.registerComponent('securitySchemes', SECURITY_SCHEMES.producerToken, {
     type: 'http',
     scheme: 'bearer',
-    description: 'EVENT_PRODUCER_TOKEN, for internal event producers only.',
+    description:
+      "A producer key (an API key with the events service), which publishes for its own project only; or the operator's EVENT_PRODUCER_TOKEN, when one is set, for every project.",
   });
   app.route('/docs', docsRouter(OPENAPI_PATH));
   app.route(PORTAL_BASE, portalRouter((request, env) => app.fetch(request, env)));

@@ -73,6 +73,7 @@ const environmentSchema = z.object({
   CLUSTER_POSTGRES_PORT: port.default(5434),
   TEMPORAL_CLI_PATH: optionalString,
   METRICS_PORT: port.default(9464),
+  METRICS_HOST: z.string().min(1).default('127.0.0.1'),
   TEMPORAL_SDK_METRICS_PORT: port.default(9465),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   SECRET_ENCRYPTION_KEY: optionalString.pipe(
@@ -160,8 +161,10 @@ function toConfig(env: z.infer<typeof environmentSchema>) {
       postgresPort: env.CLUSTER_POSTGRES_PORT,
     },
     metrics: {
-      /** Port of the worker role's own /metrics server (the API serves /metrics itself). */
+      /** Port of this process's /metrics server, apart from the API's port. */
       port: env.METRICS_PORT,
+      /** Interface the /metrics server binds: loopback unless a scraper elsewhere must reach it. */
+      host: env.METRICS_HOST,
       /** Loopback port of the Temporal SDK's Prometheus exporter, merged into /metrics. */
       sdkPort: env.TEMPORAL_SDK_METRICS_PORT,
     },
@@ -185,6 +188,10 @@ function toConfig(env: z.infer<typeof environmentSchema>) {
     secretEncryptionKey: env.SECRET_ENCRYPTION_KEY,
     /** Keys that sealed secrets before a key rotation; still accepted for opening them. */
     previousSecretEncryptionKeys: env.SECRET_ENCRYPTION_PREVIOUS_KEYS?.split(',').map((key) => key.trim()) ?? [],
+    /**
+     * The operator's producer token, which publishes for every project; unset (the default),
+     * producers use keys of their own project only (`keys create --services events`).
+     */
     eventProducerToken: env.EVENT_PRODUCER_TOKEN,
     delivery: {
       timeoutMs: env.DELIVERY_TIMEOUT_MS,

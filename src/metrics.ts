@@ -1,3 +1,4 @@
+import { createServer, type Server } from 'node:http';
 import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client';
 import type { AttemptOutcome } from './db/queries/deliveries.ts';
 
@@ -111,4 +112,24 @@ export async function renderMetrics(metrics: Metrics, sdkMetricsUrl?: string): P
   } catch {
     return `${own}\n# Temporal SDK runtime metrics unavailable\n`;
   }
+}
+
+/**
+ * Serves {@link renderMetrics} on `GET /metrics` at `host:port`, a server of its own so the
+ * figures never share the API's port. Rejects, naming METRICS_PORT, when the port is taken.
+ */
+export async function serveMetrics(metrics: Metrics, sdkMetricsUrl: string | undefined, at: { host: string; port: number }): Promise<Server> {
+  const server = createServer((req, res) => {
+    if (req.url !== '/metrics') return void res.writeHead(404).end();
+    void renderMetrics(metrics, sdkMetricsUrl).then((text) =>
+      res.writeHead(200, { 'Content-Type': metrics.registry.contentType }).end(text),
+    );
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', (error) =>
+      reject(new Error(`cannot serve /metrics on ${at.host}:${at.port} (set METRICS_PORT): ${error.message}`)),
+    );
+    server.listen(at.port, at.host, resolve);
+  });
+  return server;
 }

@@ -2,14 +2,13 @@ import { Client } from '@temporalio/client';
 import { NativeConnection } from '@temporalio/worker';
 import path from 'node:path';
 import type { Logger } from 'pino';
-import { createServer } from 'node:http';
 import { createApp } from './app.ts';
 import { startHttpServer } from './http-server.ts';
 import type { Config } from './config.ts';
 import { openDatabase, type DatabaseHandle } from './db/client.ts';
 import { spawnEmbeddedPostgres } from './db/embedded.ts';
-import { createMetrics, renderMetrics } from './metrics.ts';
-import { loadProducerToken, loadSecretBox } from './service-secrets.ts';
+import { createMetrics, serveMetrics } from './metrics.ts';
+import { loadSecretBox } from './service-secrets.ts';
 import { startDevServer } from './temporal/dev-server.ts';
 import { DeliveryScheduler } from './temporal/scheduler.ts';
 import { installTemporalRuntime } from './temporal/runtime.ts';
@@ -41,9 +40,10 @@ class Closer {
 /** A running service; `stop()` drains and closes everything it started. */
 export interface RunningService {
   readonly apiUrl?: string;
+  /** Where this process serves /metrics (absent in the `migrate` role). */
+  readonly metricsUrl?: string;
   readonly temporalAddress: string;
   readonly temporalUiUrl?: string | undefined;
-  readonly producerTokenFile?: string | undefined;
   /** Resolves when the worker stops on its own (a fatal worker error). */
   readonly workerDone?: Promise<void>;
   stop(): Promise<void>;
@@ -103,7 +103,6 @@ export async function startService(config: Config, role: Role, logger: Logger): 
     }
 
     const secretBox = await loadSecretBox(config);
-    const producerToken = await loadProducerToken(config);
 
     const runsWorker = role === 'all' || role === 'worker';
     const sdkMetricsAddress = runsWorker ? `127.0.0.1:${config.metrics.sdkPort}` : undefined;
@@ -152,24 +151,11 @@ export async function startService(config: Config, role: Role, logger: Logger): 
       });
       logger.info({ period: formatDuration(config.retention.periodMs), every: formatDuration(config.retention.sweepIntervalMs) }, 'retention sweep scheduled');
     }
-    if (role === 'worker') {
-      // The worker role has no API: it serves its metrics on a port of its own.
-      const metricsServer = createServer((req, res) => {
-        if (req.url !== '/metrics') return void res.writeHead(404).end();
-        void renderMetrics(metrics, sdkMetricsUrl).then((text) =>
-          res.writeHead(200, { 'Content-Type': metrics.registry.contentType }).end(text),
-        );
-      });
-      await new Promise<void>((resolve, reject) => {
-        // A port in use must fail the start-up (and close what it opened), not crash the process.
-        metricsServer.once('error', (error) =>
-          reject(new Error(`cannot serve /metrics on ${config.http.host}:${config.metrics.port} (set METRICS_PORT): ${error.message}`)),
-        );
-        metricsServer.listen(config.metrics.port, config.http.host, resolve);
-      });
-      closer.add('metrics server', () => new Promise((resolve) => metricsServer.close(resolve)));
-      logger.info({ port: config.metrics.port }, 'worker metrics served on /metrics');
-    }
+    // Every role serves /metrics apart from the API, on METRICS_HOST (loopback by default):
+    // delivery failure figures are for the operator's scraper, not for the API's clients.
+    const metricsServer = await serveMetrics(metrics, sdkMetricsUrl, config.metrics);
+    closer.add('metrics server', () => new Promise((resolve) => metricsServer.close(resolve)));
+    logger.info({ host: config.metrics.host, port: config.metrics.port }, 'metrics served on /metrics');
 
     let apiUrl: string | undefined;
     if (role === 'all' || role === 'api') {
@@ -178,10 +164,9 @@ export async function startService(config: Config, role: Role, logger: Logger): 
         temporal: client,
         scheduler,
         secretBox,
-        producerToken: producerToken.value,
+        producerToken: config.eventProducerToken,
         logger,
         metrics,
-        sdkMetricsUrl,
         publicUrl: config.http.publicUrl,
       });
       const server = await startHttpServer(app.fetch, { port: config.http.port, host: config.http.host });
@@ -192,9 +177,9 @@ export async function startService(config: Config, role: Role, logger: Logger): 
 
     return {
       ...(apiUrl ? { apiUrl } : {}),
+      metricsUrl: `http://${config.metrics.host}:${config.metrics.port}/metrics`,
       temporalAddress,
       temporalUiUrl,
-      producerTokenFile: producerToken.file,
       ...(workerDone ? { workerDone } : {}),
       stop: () => closer.closeAll(logger),
     };

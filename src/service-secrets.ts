@@ -1,7 +1,7 @@
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { ConfigError, type Config } from './config.ts';
-import { generateEncryptionKey, randomToken, SecretBox } from './secrets.ts';
+import { generateEncryptionKey, SecretBox } from './secrets.ts';
 
 /** A secret every process of one installation must share. */
 interface SharedSecret {
@@ -16,13 +16,6 @@ const ENCRYPTION_KEY: SharedSecret = {
   value: (config) => config.secretEncryptionKey,
   fileName: 'secret-encryption.key',
   make: generateEncryptionKey,
-};
-
-const PRODUCER_TOKEN: SharedSecret = {
-  variable: 'EVENT_PRODUCER_TOKEN',
-  value: (config) => config.eventProducerToken,
-  fileName: 'producer-token',
-  make: () => `ptk_${randomToken(32)}`,
 };
 
 /**
@@ -63,19 +56,11 @@ export async function loadSecretBox(config: Config): Promise<SecretBox> {
   return new SecretBox(current.value, config.previousSecretEncryptionKeys);
 }
 
-/** EVENT_PRODUCER_TOKEN, and the file it was read from in the embedded mode. */
-export function loadProducerToken(config: Config): Promise<{ value: string; file?: string }> {
-  return configuredOrGenerated(config, PRODUCER_TOKEN, embedded(config));
-}
-
 /**
- * SECRET_ENCRYPTION_KEY and EVENT_PRODUCER_TOKEN for a set of replicas started together
- * (`npm run cluster`): the configured values, or values generated once in DATA_DIR.
+ * SECRET_ENCRYPTION_KEY for a set of replicas started together (`npm run cluster`): the
+ * configured value, or a value generated once in DATA_DIR.
  */
-export async function sharedReplicaSecrets(config: Config): Promise<Record<'SECRET_ENCRYPTION_KEY' | 'EVENT_PRODUCER_TOKEN', string>> {
-  const [key, token] = await Promise.all([
-    configuredOrGenerated(config, ENCRYPTION_KEY, true),
-    configuredOrGenerated(config, PRODUCER_TOKEN, true),
-  ]);
-  return { SECRET_ENCRYPTION_KEY: key.value, EVENT_PRODUCER_TOKEN: token.value };
+export async function sharedReplicaSecrets(config: Config): Promise<Record<'SECRET_ENCRYPTION_KEY', string>> {
+  const key = await configuredOrGenerated(config, ENCRYPTION_KEY, true);
+  return { SECRET_ENCRYPTION_KEY: key.value };
 }

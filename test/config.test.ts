@@ -110,6 +110,7 @@ describe('parseConfig', () => {
       LOG_LEVEL: 'silent',
       SECRET_ENCRYPTION_KEY: KEY_32_BYTES,
       EVENT_PRODUCER_TOKEN: 'p'.repeat(32),
+      METRICS_HOST: '10.0.0.5',
       DELIVERY_TIMEOUT_MS: '5000',
       DELIVERY_ALLOW_PRIVATE_TARGETS: 'true',
       DELIVERY_CA_FILE: '/etc/ca.pem',
@@ -121,6 +122,7 @@ describe('parseConfig', () => {
     expect(config.logLevel).toBe('silent');
     expect(config.secretEncryptionKey).toBe(KEY_32_BYTES);
     expect(config.eventProducerToken).toBe('p'.repeat(32));
+    expect(config.metrics.host).toBe('10.0.0.5');
     expect(config.delivery).toEqual({ timeoutMs: 5000, allowPrivateTargets: true, caFile: '/etc/ca.pem' });
   });
 

@@ -7,7 +7,7 @@ import { Connection } from '@temporalio/client';
 import postgres from 'postgres';
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
 import { EMBEDDED_LOCK_FILE, startEmbeddedPostgres } from '../src/db/embedded.ts';
-import { launchChromium } from './support/browser.ts';
+import { launchChromium, openPortalLink } from './support/browser.ts';
 import {
   embeddedEnv,
   freePorts,
@@ -67,6 +67,7 @@ async function expectNothingLeft(pids: number[], ports: Ports): Promise<void> {
     temporal: true,
     ui: true,
     pglite: true,
+    metrics: true,
     sdkMetrics: true,
   });
 }
@@ -95,6 +96,11 @@ describe('the one-command runtime (`npm start`)', () => {
       const first = startService(env);
       await waitForReady(first, ports.api);
       expect((await fetch(`http://127.0.0.1:${ports.ui}/`)).status).toBe(200);
+      // One /metrics, on its own loopback port, with the API's and the worker's figures.
+      expect((await fetch(`${api}/metrics`)).status).toBe(404);
+      const metrics = await (await fetch(`http://127.0.0.1:${ports.metrics}/metrics`)).text();
+      expect(metrics).toContain('webhook_events_accepted_total');
+      expect(metrics).toContain('Temporal SDK runtime metrics');
       const firstTemporalPid = await temporalPid(dataDir);
       expect(isRunning(firstTemporalPid)).toBe(true);
       const firstDatabasePid = await databasePid(dataDir);
@@ -124,7 +130,7 @@ describe('the one-command runtime (`npm start`)', () => {
       const browser = await launchChromium();
       try {
         const page = await browser.newPage();
-        await page.goto(link.url);
+        await openPortalLink(page, link.url);
         expect(page.url()).toBe(`${api}/portal`);
         await expect(page.locator('tbody').textContent()).resolves.toContain('https://example.com/hooks');
       } finally {

@@ -5,6 +5,7 @@ import { insertWebhook, resealWebhookSecrets } from '../src/db/queries/webhooks.
 import { createApiKey } from '../src/db/queries/api-keys.ts';
 import { webhooks } from '../src/db/schema.ts';
 import { generateEncryptionKey, generateWebhookSecret, SecretBox } from '../src/secrets.ts';
+import { openWebhookHeaders, openWebhookSecret } from '../src/webhook-secrets.ts';
 import { openTestDatabase } from './support/database.ts';
 
 let database: DatabaseHandle;
@@ -21,22 +22,24 @@ it('rotates the encryption key: old rows open with the previous key, reseal move
   const secrets = [generateWebhookSecret(), generateWebhookSecret()];
   const ids: string[] = [];
   for (const secret of secrets) {
-    const row = await insertWebhook(database.db, 'p', {
-      apiKeyId: key.id, url: 'https://example.com', events: ['docauth.completed'], headers: {}, secretSealed: before.seal(secret),
+    const row = await insertWebhook(database.db, before, 'p', {
+      apiKeyId: key.id, url: 'https://example.com', events: ['docauth.completed'], headers: { 'X-Tag': 'kept' }, secret,
     });
     ids.push(row.id);
   }
 
   expect(() => new SecretBox(newKey).open(before.seal('x'))).toThrow(/no encryption key with id/);
   const after = new SecretBox(newKey, [oldKey]);
-  expect(await resealWebhookSecrets(database.db, after)).toBe(2);
-  expect(await resealWebhookSecrets(database.db, after)).toBe(0);
+  expect(await resealWebhookSecrets(database.db, after)).toEqual({ resealed: 2, unopenable: [] });
+  expect(await resealWebhookSecrets(database.db, after)).toEqual({ resealed: 0, unopenable: [] });
 
   const onlyNew = new SecretBox(newKey);
   for (const [i, id] of ids.entries()) {
     const [row] = await database.db.select().from(webhooks).where(eq(webhooks.id, id));
     expect(onlyNew.sealedWithOldKey(row!.secretSealed)).toBe(false);
-    expect(onlyNew.open(row!.secretSealed)).toBe(secrets[i]);
+    expect(onlyNew.sealedWithOldKey(row!.headersSealed!)).toBe(false);
+    expect(openWebhookSecret(onlyNew, row!)).toBe(secrets[i]);
+    expect(openWebhookHeaders(onlyNew, row!)).toEqual({ 'X-Tag': 'kept' });
   }
 });
 

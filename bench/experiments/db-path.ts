@@ -59,12 +59,12 @@ const box = new SecretBox(generateEncryptionKey());
 const projectId = `dbpath-${Date.now()}`;
 const { key } = await createApiKey(db, { projectId, services: ['webhooks'] });
 for (let i = 0; i < webhookCount; i += 1) {
-  await insertWebhook(db, projectId, {
+  await insertWebhook(db, box, projectId, {
     apiKeyId: key.id,
     url: `https://127.0.0.1:1/hooks/${i}`,
     events: ['docauth.completed'],
     headers: { 'X-Customer-Tag': 'bench' },
-    secretSealed: box.seal('whsec_x'),
+    secret: 'whsec_x',
   });
 }
 

@@ -1,20 +1,23 @@
-/** The customers of a run: a project's API key and its webhooks, made the way a customer gets them. */
+/** The customers of a run: a project's API key, producer key and webhooks, made the way a customer gets them. */
 import type { Database } from '../../src/db/client.ts';
 import { createApiKey } from '../../src/db/queries/api-keys.ts';
 
 /** A project of the run, with its webhooks in the order of their URLs. */
 export interface BenchProject {
   projectId: string;
+  /** The producer key the run publishes the project's events with (it publishes for this project only). */
+  producerKey: string;
   webhooks: { id: string; secret: string }[];
 }
 
 /**
- * Creates the project's API key straight in the database (as `npm run cli -- keys create`
- * does), then one `docauth.completed` webhook per URL through the v2 API, spread over the API
- * replicas.
+ * Creates the project's API key and producer key straight in the database (as `npm run cli --
+ * keys create` does), then one `docauth.completed` webhook per URL through the v2 API, spread
+ * over the API replicas.
  */
 export async function createProject(db: Database, apiUrls: readonly string[], projectId: string, urls: readonly string[]): Promise<BenchProject> {
   const { key, token } = await createApiKey(db, { projectId, services: ['webhooks'], name: 'bench' });
+  const producer = await createApiKey(db, { projectId, services: ['events'], name: 'bench producer' });
   const webhooks: BenchProject['webhooks'] = [];
   for (const [i, url] of urls.entries()) {
     const res = await fetch(`${apiUrls[i % apiUrls.length]}/api-gateway/v2/webhooks`, {
@@ -26,5 +29,5 @@ export async function createProject(db: Database, apiUrls: readonly string[], pr
     if (res.status !== 201 || !body.data?.id || !body.data.secret) throw new Error(`creating webhook ${i} failed: ${res.status} ${JSON.stringify(body)}`);
     webhooks.push({ id: body.data.id, secret: body.data.secret });
   }
-  return { projectId, webhooks };
+  return { projectId, producerKey: producer.token, webhooks };
 }

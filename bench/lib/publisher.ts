@@ -18,10 +18,10 @@ export interface EventPublisher {
   close(): void;
 }
 
-export function createPublisher(apiUrls: readonly string[], producerToken: string, projectId: string, maxSockets: number): EventPublisher {
+export function createPublisher(apiUrls: readonly string[], producerKey: string, projectId: string, maxSockets: number): EventPublisher {
   const agent = new Agent({ keepAlive: true, maxSockets });
   const eventsUrls = apiUrls.map((url) => new URL('/internal/v1/events', url));
-  const headers = { Authorization: `Bearer ${producerToken}`, 'Content-Type': 'application/json' };
+  const headers = { Authorization: `Bearer ${producerKey}`, 'Content-Type': 'application/json' };
   return {
     publish: (seq, idPrefix) =>
       new Promise((resolve) => {

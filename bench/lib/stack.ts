@@ -50,7 +50,6 @@ export interface Stack {
   readonly apiUrl: string;
   readonly dataDir: string;
   readonly databaseUrl: string;
-  readonly producerToken: string;
   readonly logFile: string;
   /** JSON lines of bench/lib/service-probe.mjs: memory by kind and event-loop load, every second. */
   readonly probeFile: string;
@@ -114,7 +113,6 @@ export async function startStack(options: StackOptions): Promise<Stack> {
   const externalTemporal = Boolean(temporalAddress);
   const mode: StackMode =
     externalDb && externalTemporal ? 'external' : externalDb ? 'external-db' : externalTemporal ? 'external-temporal' : 'embedded';
-  const producerToken = process.env['EVENT_PRODUCER_TOKEN'] || (externalDb ? `ptk_bench_${randomBytes(24).toString('hex')}` : '');
   const env: Record<string, string> = {
     ...(process.env as Record<string, string>),
     DATA_DIR: dataDir,
@@ -130,12 +128,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     ...(options.trust === 'ca-file' ? { DELIVERY_CA_FILE: options.caFile } : { NODE_EXTRA_CA_CERTS: options.caFile }),
     ...(externalDb ? { DATABASE_URL: databaseUrl } : {}),
     ...(externalTemporal ? { TEMPORAL_ADDRESS: temporalAddress } : {}),
-    ...(externalDb
-      ? {
-          EVENT_PRODUCER_TOKEN: producerToken,
-          SECRET_ENCRYPTION_KEY: process.env['SECRET_ENCRYPTION_KEY'] || randomBytes(32).toString('base64'),
-        }
-      : {}),
+    ...(externalDb ? { SECRET_ENCRYPTION_KEY: process.env['SECRET_ENCRYPTION_KEY'] || randomBytes(32).toString('base64') } : {}),
     // A task queue of its own, so a shared Temporal cluster's other workers never take these tasks.
     ...(externalTemporal ? { TEMPORAL_TASK_QUEUE: process.env['TEMPORAL_TASK_QUEUE'] || `bench-${randomBytes(4).toString('hex')}` } : {}),
     ...(options.workflowBundlePath ? { WORKFLOW_BUNDLE_PATH: options.workflowBundlePath } : {}),
@@ -187,15 +180,12 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     await stop();
     throw error;
   }
-  const token =
-    producerToken || readFileSync(path.join(dataDir, 'producer-token'), 'utf8').trim();
   return {
     mode,
     pid: child.pid!,
     apiUrl,
     dataDir,
     databaseUrl: externalDb ? databaseUrl : `postgres://postgres@127.0.0.1:${pglitePort}/postgres`,
-    producerToken: token,
     logFile,
     probeFile,
     startupMs: Math.round(performance.now() - started),

@@ -29,7 +29,6 @@ export interface SystemTarget {
   /** The API replicas; the publisher spreads its calls over them. */
   readonly apiUrls: readonly string[];
   readonly databaseUrl: string;
-  readonly producerToken: string;
   readonly temporalMetricsUrl: string | undefined;
   /** The one service process (API and worker), when there is one: its threads and its probe are read. */
   readonly serviceProcess: { pid: number; probeFile: string } | undefined;
@@ -160,7 +159,6 @@ export function serviceTarget({ caFile, nodeArgs }: PlanInputs): TargetPlan {
         mode: stack.mode,
         apiUrls: [stack.apiUrl],
         databaseUrl: stack.databaseUrl,
-        producerToken: stack.producerToken,
         temporalMetricsUrl: ownTemporal?.metricsUrl ?? metricsUrlFromLog(path.join(stack.dataDir, 'temporal', 'temporal.log')),
         serviceProcess: { pid: stack.pid, probeFile: stack.probeFile },
         databasePid: embedded.databasePid(),
@@ -245,7 +243,6 @@ export function clusterTarget({ caFile }: PlanInputs, cluster: { workers: number
         mode: 'cluster',
         apiUrls: status.api,
         databaseUrl: status.postgres,
-        producerToken: readFileSync(path.join(dataDir, 'producer-token'), 'utf8').trim(),
         temporalMetricsUrl: status.temporalMetrics,
         serviceProcess: undefined,
         databasePid: undefined,

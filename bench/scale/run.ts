@@ -140,13 +140,11 @@ try {
   const connection = await Connection.connect({ address: temporal.address });
   cleanups.unshift(() => connection.close());
   const client = new Client({ connection });
-  const producerToken = `ptk_${randomToken(32)}`;
   const app = createApp({
     db: handle.db,
     temporal: client,
     scheduler: new DeliveryScheduler(client, 'scale-bench'),
     secretBox: new SecretBox(generateEncryptionKey()),
-    producerToken,
     logger: createLogger('silent'),
     metrics: createMetrics(),
   });
@@ -169,6 +167,7 @@ try {
     url: 'https://hooks.example.com/scale-bench',
     events: ['docauth.completed'],
   });
+  const producer = await createApiKey(handle.db, { projectId: publisher.key.projectId, services: ['events'] });
   const sample = await sampleData(handle.db, projectId);
   log(`largest webhook ${sample.largest.id}: ${sample.largest.deliveries.toLocaleString('en')} deliveries; ordinary ${sample.ordinary.id}: ${sample.ordinary.deliveries.toLocaleString('en')}`);
   const base = '/api-gateway/v2/webhooks';
@@ -177,7 +176,7 @@ try {
   const publish = (): Target['next'] => () => ({
     method: 'POST',
     path: '/internal/v1/events',
-    token: producerToken,
+    token: producer.token,
     body: { project_id: publisher.key.projectId, event: 'docauth.completed', data: docauthData() },
   });
   const targets: Target[] = [

@@ -1,7 +1,7 @@
 import { createMiddleware } from 'hono/factory';
 import { authenticateToken } from '../db/queries/api-keys.ts';
 import { findWebhook } from '../db/queries/webhooks.ts';
-import type { WebhookRow } from '../db/schema.ts';
+import type { ApiKeyRow, WebhookRow } from '../db/schema.ts';
 import type { Context } from 'hono';
 import type { AppEnv } from './env.ts';
 import { ApiError } from './errors.ts';
@@ -10,6 +10,8 @@ import { constantTimeEqual } from '../secrets.ts';
 
 /** The service an API key needs for the webhook management endpoints. */
 export const WEBHOOKS_SERVICE = 'webhooks';
+/** The service a producer key needs to publish events (for its own project only). */
+export const EVENTS_SERVICE = 'events';
 
 function bearerToken(header: string | undefined): string {
   if (!header) throw new ApiError('invalid_api_key', 'missing Authorization header');
@@ -19,27 +21,46 @@ function bearerToken(header: string | undefined): string {
   return match[1]!;
 }
 
+/** The active key of a bearer token with `service` enabled; the v2 error otherwise. */
+function requireService(key: ApiKeyRow | undefined, service: string): ApiKeyRow {
+  if (!key || key.revokedAt) throw new ApiError('invalid_api_key', 'API key is unknown or revoked');
+  if (key.services.length === 0) throw new ApiError('invalid_api_key', 'API key has no services enabled');
+  if (!key.services.includes(service)) {
+    throw new ApiError('service_not_enabled', `the ${service} service is not enabled on this API key`);
+  }
+  return key;
+}
+
 /**
  * Spec section 5: a valid, active API key with the `webhooks` service enabled. A portal
  * session's in-process call brings its key along instead of a token; the same checks apply.
  */
 export const requireApiKey = createMiddleware<AppEnv>(async (c, next) => {
-  const key = c.env?.portalApiKey ?? (await authenticateToken(c.var.deps.db, bearerToken(c.req.header('Authorization'))));
-  if (!key || key.revokedAt) throw new ApiError('invalid_api_key', 'API key is unknown or revoked');
-  if (key.services.length === 0) throw new ApiError('invalid_api_key', 'API key has no services enabled');
-  if (!key.services.includes(WEBHOOKS_SERVICE)) {
-    throw new ApiError('service_not_enabled', `the ${WEBHOOKS_SERVICE} service is not enabled on this API key`);
-  }
+  const key = requireService(
+    c.env?.portalApiKey ?? (await authenticateToken(c.var.deps.db, bearerToken(c.req.header('Authorization')))),
+    WEBHOOKS_SERVICE,
+  );
   c.set('apiKey', key);
   c.set('logger', c.var.logger.child({ apiKeyId: key.id, projectId: key.projectId }));
   await next();
 });
 
-/** The producer door's token (EVENT_PRODUCER_TOKEN), compared in constant time. */
-export const requireProducerToken = createMiddleware<AppEnv>(async (c, next) => {
+/**
+ * The producers' door: a producer key (an API key with the `events` service), which publishes
+ * for its own project only (`producerProjectId`), or the operator's EVENT_PRODUCER_TOKEN when
+ * one is configured, compared in constant time, for every project.
+ */
+export const requireProducer = createMiddleware<AppEnv>(async (c, next) => {
   const token = bearerToken(c.req.header('Authorization'));
-  if (!constantTimeEqual(token, c.var.deps.producerToken)) {
-    throw new ApiError('unauthorized', 'producer token rejected');
+  const operatorToken = c.var.deps.producerToken;
+  if (operatorToken !== undefined && constantTimeEqual(token, operatorToken)) {
+    c.set('producerProjectId', undefined);
+  } else {
+    const key = await authenticateToken(c.var.deps.db, token);
+    if (!key) throw new ApiError('unauthorized', 'producer key rejected');
+    requireService(key, EVENTS_SERVICE);
+    c.set('producerProjectId', key.projectId);
+    c.set('logger', c.var.logger.child({ apiKeyId: key.id, projectId: key.projectId }));
   }
   await next();
 });

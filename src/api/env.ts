@@ -12,12 +12,13 @@ export interface AppDeps {
   temporal: Client;
   scheduler: DeliveryScheduler;
   secretBox: SecretBox;
-  /** Token the producer door (`/internal/v1/events`) accepts. */
-  producerToken: string;
+  /**
+   * EVENT_PRODUCER_TOKEN: the operator's token, which the producers' door (`/internal/v1/events`)
+   * accepts for every project; undefined (the default): producer keys only.
+   */
+  producerToken?: string | undefined;
   logger: Logger;
   metrics: Metrics;
-  /** The Temporal SDK's Prometheus exporter, when this process runs a worker. */
-  sdkMetricsUrl?: string | undefined;
   /** The origin customers reach the service at (PUBLIC_URL), for portal links; the request's origin when unset. */
   publicUrl?: string | undefined;
 }
@@ -36,5 +37,7 @@ export interface AppEnv {
     logger: Logger;
     /** The authenticated customer API key (set by the v2 auth middleware). */
     apiKey: ApiKeyRow;
+    /** The project a producer key publishes for; undefined for the operator's EVENT_PRODUCER_TOKEN. */
+    producerProjectId: string | undefined;
   };
 }

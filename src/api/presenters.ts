@@ -39,9 +39,9 @@ export function webhookListItem(row: WebhookRow) {
   });
 }
 
-/** A whole webhook configuration, without the secret. */
-export function webhookResource(row: WebhookRow) {
-  return { ...webhookListItem(row), headers: row.headers, retry_config: RETRY_CONFIG };
+/** A whole webhook configuration, without the secret; `headers` are its custom headers, opened. */
+export function webhookResource(row: WebhookRow, headers: Record<string, string>) {
+  return { ...webhookListItem(row), headers, retry_config: RETRY_CONFIG };
 }
 
 /** A delivery record (spec 2.2). */

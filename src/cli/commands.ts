@@ -13,13 +13,14 @@ const USAGE = `webhooks CLI — usage: npm run cli -- <command> [options]
 
 admin (direct database access; embedded mode needs \`npm start\` running, else DATABASE_URL):
   keys create --project <id> --services webhooks[,...] [--name <text>]   create an API key (token shown once)
+  keys create --project <id> --services events                           create a producer key: publishes for this project only
   keys list [--project <id>]                                             list API keys
   keys revoke <key id>                                                   revoke an API key
   portal link --project <id> [--key <key id>]                            a one-time customer portal link (opens once, within 10 min)
   events publish --project <id> --data-file <file> [--id <key>]          publish a docauth.completed event
   events purge --project <id> (--id <key> | --request-id <id>)           erase events' data (data-subject request)
   retention run [--older-than <duration>]                                delete what is past the retention period now
-  secrets reseal                                                         re-encrypt webhook secrets and event payloads after a key rotation
+  secrets reseal                                                         re-encrypt webhook secrets, headers and event payloads (key rotation, upgrades)
 
 API (over HTTP; --token or WEBHOOKS_API_TOKEN, --api-url or WEBHOOKS_API_URL):
   webhooks list|create|get|update|delete|rotate-secret                    manage webhooks

@@ -5,14 +5,16 @@ import { connectDatabase } from './database.ts';
 import { CliError, printTable, UsageError, type Command } from './output.ts';
 
 const USAGE = `usage:
-  keys create --project <id> --services webhooks[,...] [--name <text>] [--json]
+  keys create --project <id> --services webhooks|events[,...] [--name <text>] [--json]
+    webhooks: the management API and portal links of the project;
+    events: a producer key, which publishes events for this project only (POST /internal/v1/events)
   keys list [--project <id>] [--json]
   keys revoke <key id> [--json]`;
 
 /** What a project id may be (as the producers' door says). */
 export const PROJECT_ID = /^[A-Za-z0-9._:@-]{1,128}$/;
 
-/** `keys create|list|revoke`: manage API keys directly in the database. */
+/** `keys create|list|revoke`: manage API keys and producer keys directly in the database. */
 export const keysCommand: Command = { usage: USAGE, actions: ['create', 'list', 'revoke'], run: keys };
 
 async function keys(config: Config, args: string[]): Promise<void> {

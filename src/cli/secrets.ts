@@ -4,14 +4,15 @@ import { resealEventPayloads } from '../db/queries/events.ts';
 import { resealWebhookSecrets } from '../db/queries/webhooks.ts';
 import { loadSecretBox } from '../service-secrets.ts';
 import { connectDatabase } from './database.ts';
-import type { Command } from './output.ts';
+import { CliError, type Command } from './output.ts';
 
 const USAGE = `usage: secrets reseal [--json]
   After rotating SECRET_ENCRYPTION_KEY (the old key moved to SECRET_ENCRYPTION_PREVIOUS_KEYS),
-  re-encrypts every webhook secret and every event payload under the new key; also seals the
-  payloads an earlier release stored in clear.`;
+  re-encrypts every webhook secret, every webhook's custom headers and every event payload under
+  the new key. Also seals what an earlier release stored in clear (payloads, custom headers) and
+  binds webhook secrets sealed before they were bound to their webhook.`;
 
-/** `secrets reseal`: the last step of an encryption-key rotation. */
+/** `secrets reseal`: the last step of an encryption-key rotation, and of an upgrade. */
 export const secretsCommand: Command = { usage: USAGE, actions: ['reseal'], run: reseal };
 
 async function reseal(config: Config, args: string[]): Promise<void> {
@@ -20,13 +21,19 @@ async function reseal(config: Config, args: string[]): Promise<void> {
   const box = await loadSecretBox(config);
   const database = await connectDatabase(config);
   try {
-    const secrets = await resealWebhookSecrets(database.db, box);
+    const { resealed, unopenable } = await resealWebhookSecrets(database.db, box);
     const payloads = await resealEventPayloads(database.db, box);
     console.log(
       values.json
-        ? JSON.stringify({ resealed: secrets, payloads_resealed: payloads })
-        : `Resealed ${secrets} webhook secret${secrets === 1 ? '' : 's'} and ${payloads} event payload${payloads === 1 ? '' : 's'} under the current key.`,
+        ? JSON.stringify({ resealed, payloads_resealed: payloads, unopenable_webhooks: unopenable })
+        : `Resealed the secret and headers of ${resealed} webhook${resealed === 1 ? '' : 's'} and ${payloads} event payload${payloads === 1 ? '' : 's'} under the current key.`,
     );
+    if (unopenable.length > 0) {
+      throw new CliError(
+        `the secret or headers of ${unopenable.length} webhook${unopenable.length === 1 ? '' : 's'} do not open (sealed for another webhook or altered; left as they are): ${unopenable.join(', ')}. ` +
+          'Rotate their secret and set their headers again (POST /webhooks/{id}/rotate-secret, PATCH /webhooks/{id}).',
+      );
+    }
   } finally {
     await database.close();
   }

@@ -24,8 +24,8 @@ Options:
 Ports and folders come from the service's variables (docs/configuration.md): DATA_DIR, PORT,
 TEMPORAL_PORT (the server uses TEMPORAL_PORT..TEMPORAL_PORT+9), TEMPORAL_UI_PORT, METRICS_PORT,
 TEMPORAL_SDK_METRICS_PORT, CLUSTER_POSTGRES_PORT. The other variables set when up runs reach
-every replica; SECRET_ENCRYPTION_KEY and EVENT_PRODUCER_TOKEN are generated once in DATA_DIR
-when unset.`;
+every replica; SECRET_ENCRYPTION_KEY is generated once in DATA_DIR when unset. API replica i
+serves /metrics on METRICS_PORT+2(workers+i), worker i on METRICS_PORT+2i, on METRICS_HOST.`;
 
 function fail(message: string, code = 1): never {
   console.error(message);

@@ -46,7 +46,7 @@ export interface ClusterLayout {
   readonly postgres: { readonly dataDir: string; readonly socketDir: string; readonly port: number };
   readonly temporal: { readonly ports: TemporalPorts; readonly address: string; readonly metricsUrl: string };
   readonly ui: { readonly port: number; readonly url: string };
-  readonly api: readonly { readonly port: number; readonly url: string }[];
+  readonly api: readonly { readonly port: number; readonly url: string; readonly metricsPort: number }[];
   readonly workers: readonly { readonly metricsPort: number; readonly sdkMetricsPort: number }[];
 }
 
@@ -76,11 +76,12 @@ export function clusterLayout(config: Config, counts: ReplicaCounts): ClusterLay
       metricsUrl: `http://${LOOPBACK}:${temporalPorts.metrics}/metrics`,
     },
     ui: { port: config.temporal.uiPort, url: `http://${LOOPBACK}:${config.temporal.uiPort}` },
+    // Two ports per worker from each base: 9464/9465, 9466/9467, ...; API replicas' /metrics follow.
     api: Array.from({ length: counts.api }, (_, i) => ({
       port: config.http.port + i,
       url: `http://${apiHost}:${config.http.port + i}`,
+      metricsPort: config.metrics.port + 2 * (counts.worker + i),
     })),
-    // Two ports per worker from each base: 9464/9465, 9466/9467, ...
     workers: Array.from({ length: counts.worker }, (_, i) => ({
       metricsPort: config.metrics.port + 2 * i,
       sdkMetricsPort: config.metrics.sdkPort + 2 * i,
@@ -94,7 +95,10 @@ export function boundPorts(layout: ClusterLayout): { role: string; port: number;
     { role: 'postgres', port: layout.postgres.port, variable: 'CLUSTER_POSTGRES_PORT' },
     ...Object.values(layout.temporal.ports).map((port) => ({ role: 'temporal', port, variable: 'TEMPORAL_PORT (the server uses TEMPORAL_PORT to TEMPORAL_PORT+9)' })),
     { role: 'ui', port: layout.ui.port, variable: 'TEMPORAL_UI_PORT' },
-    ...layout.api.map(({ port }) => ({ role: 'api', port, variable: 'PORT (API replica i listens on PORT+i)' })),
+    ...layout.api.flatMap(({ port, metricsPort }) => [
+      { role: 'api', port, variable: 'PORT (API replica i listens on PORT+i)' },
+      { role: 'api', port: metricsPort, variable: 'METRICS_PORT (API replica i: METRICS_PORT+2(workers+i))' },
+    ]),
     ...layout.workers.flatMap(({ metricsPort, sdkMetricsPort }) => [
       { role: 'worker', port: metricsPort, variable: 'METRICS_PORT (worker i: METRICS_PORT+2i)' },
       { role: 'worker', port: sdkMetricsPort, variable: 'TEMPORAL_SDK_METRICS_PORT (worker i: TEMPORAL_SDK_METRICS_PORT+2i)' },

@@ -123,7 +123,7 @@ async function assertFree(layout: ClusterLayout, role: string, index?: number): 
   const ports = boundPorts(layout).filter((p) => p.role === role);
   const mine =
     role === 'api' && index !== undefined
-      ? ports.filter((p) => p.port === layout.api[index]!.port)
+      ? ports.filter((p) => p.port === layout.api[index]!.port || p.port === layout.api[index]!.metricsPort)
       : role === 'worker' && index !== undefined
         ? ports.filter((p) => p.port === layout.workers[index]!.metricsPort || p.port === layout.workers[index]!.sdkMetricsPort)
         : ports;
@@ -157,7 +157,7 @@ async function startReplica(
   const logFile = path.join(layout.logDir, `${role}-${index}.log`);
   const roleEnv =
     role === 'api'
-      ? { ...env, PORT: String(layout.api[index]!.port) }
+      ? { ...env, PORT: String(layout.api[index]!.port), METRICS_PORT: String(layout.api[index]!.metricsPort) }
       : {
           ...env,
           METRICS_PORT: String(layout.workers[index]!.metricsPort),

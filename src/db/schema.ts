@@ -29,7 +29,10 @@ export const apiKeys = pgTable(
   (table) => [index('api_keys_project_idx').on(table.projectId)],
 );
 
-/** Webhook configurations (spec 2.1). The signing secret is stored sealed (AES-256-GCM). */
+/**
+ * Webhook configurations (spec 2.1). The signing secret and the custom headers are stored
+ * sealed (AES-256-GCM), bound to the webhook's id (src/webhook-secrets.ts).
+ */
 export const webhooks = pgTable(
   'webhooks',
   {
@@ -41,7 +44,13 @@ export const webhooks = pgTable(
     url: text('url').notNull(),
     events: text('events').array().notNull(),
     status: text('status', { enum: ['active', 'disabled'] }).notNull(),
-    headers: jsonb('headers').$type<Record<string, string>>().notNull(),
+    /** The custom headers, a JSON object sealed (`SecretBox`); null only on rows of an earlier release. */
+    headersSealed: text('headers_sealed'),
+    /**
+     * The custom headers in clear, as releases before sealing stored them; `secrets reseal` seals
+     * such rows and clears it. Never written now.
+     */
+    headersLegacy: jsonb('headers').$type<Record<string, string>>(),
     secretSealed: text('secret_sealed').notNull(),
     successCount: integer('success_count').notNull().default(0),
     failureCount: integer('failure_count').notNull().default(0),

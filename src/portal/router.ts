@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { Hono } from 'hono';
 import { html } from 'hono/html';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
-import { redeemPortalLink, endPortalSession } from '../db/queries/portal-sessions.ts';
+import { endPortalSession, portalLinkOpenable, redeemPortalLink } from '../db/queries/portal-sessions.ts';
 import type { AppFetch } from './api.ts';
 import type { PortalEnv } from './env.ts';
 import { ApiRefusal, PortalError } from './errors.ts';
@@ -10,8 +10,8 @@ import { PORTAL_BASE } from './link.ts';
 import { pageSession } from './pages.ts';
 import { deliveryPages } from './routes/deliveries.ts';
 import { webhookPages } from './routes/webhooks.ts';
-import { endBrowserSession, requirePortalSession, startBrowserSession } from './session.ts';
-import { page } from './views/layout.ts';
+import { CSRF_FIELD, endBrowserSession, passedLinkPage, requirePortalSession, startBrowserSession, startLinkPage } from './session.ts';
+import { csrfField, page } from './views/layout.ts';
 
 const ASSETS: Record<string, { body: string; type: string }> = Object.fromEntries(
   [
@@ -59,11 +59,32 @@ export function portalRouter(appFetch: AppFetch) {
     return c.body(asset.body, 200, { 'Content-Type': asset.type, 'Cache-Control': 'public, max-age=300' });
   });
 
+  const unusableLink = () =>
+    new PortalError(401, 'This link cannot be opened', 'Portal links open once, within ten minutes. Ask the product you came from for a new one.');
+
+  // Mail and chat link scanners fetch a link before the customer clicks it: any number of GETs
+  // only show a button, and the POST it sends (with the page's CSRF token) opens the link.
   portal.get('/enter', async (c) => {
-    const opened = await redeemPortalLink(c.var.deps.db, c.req.query('token') ?? '');
-    if (!opened) {
-      throw new PortalError(401, 'This link cannot be opened', 'Portal links open once, within ten minutes. Ask the product you came from for a new one.');
+    const token = c.req.query('token') ?? '';
+    if (!(await portalLinkOpenable(c.var.deps.db, token))) throw unusableLink();
+    const csrfToken = startLinkPage(c);
+    return c.html(
+      page(
+        { title: 'Open the webhooks portal' },
+        html`<p>This link opens the portal once, in this browser, for one hour.</p>
+<form method="post" action="${PORTAL_BASE}/enter"><input type="hidden" name="token" value="${token}">${csrfField({ csrfToken })}<button type="submit" class="button primary">Open the portal</button></form>`,
+      ),
+    );
+  });
+
+  portal.post('/enter', async (c) => {
+    const form = await c.req.parseBody();
+    if (!passedLinkPage(c, form[CSRF_FIELD])) {
+      throw new PortalError(403, 'This form has expired', 'Open the link again, then press the button.');
     }
+    const token = form['token'];
+    const opened = typeof token === 'string' ? await redeemPortalLink(c.var.deps.db, token) : undefined;
+    if (!opened) throw unusableLink();
     startBrowserSession(c, opened.sessionToken);
     c.var.logger.info({ portalSessionId: opened.session.id, projectId: opened.session.projectId }, 'portal session started');
     return c.redirect(PORTAL_BASE, 303);

@@ -1,8 +1,8 @@
 import type { Context } from 'hono';
 import { deleteCookie, getCookie, setCookie } from 'hono/cookie';
 import { createMiddleware } from 'hono/factory';
-import { authenticatePortalSession, PORTAL_SESSION_TTL_MS } from '../db/queries/portal-sessions.ts';
-import { constantTimeEqual, sha256Hex } from '../secrets.ts';
+import { authenticatePortalSession, PORTAL_LINK_TTL_MS, PORTAL_SESSION_TTL_MS } from '../db/queries/portal-sessions.ts';
+import { constantTimeEqual, randomToken, sha256Hex } from '../secrets.ts';
 import { PORTAL_BASE } from './link.ts';
 import type { PortalEnv } from './env.ts';
 import { PortalError } from './errors.ts';
@@ -11,6 +11,13 @@ import { PortalError } from './errors.ts';
 export const SESSION_COOKIE = 'webhooks_portal';
 /** The form field every change must carry (synchronizer token, derived from the session's secret). */
 export const CSRF_FIELD = '_csrf';
+
+/**
+ * The cookie of a link's page: ties the button's form to the browser the page was shown to, so
+ * another site cannot sign a visitor in to a session of its own choosing.
+ */
+const LINK_PAGE_COOKIE = 'webhooks_portal_link';
+const LINK_PAGE_PATH = `${PORTAL_BASE}/enter`;
 
 /** The CSRF token of a session: a hash of its cookie token, so nothing more is stored and it changes with the session. */
 export function csrfTokenOf(sessionToken: string): string {
@@ -33,13 +40,33 @@ export function startBrowserSession(c: Context<PortalEnv>, sessionToken: string)
   });
 }
 
+/** Shows a link's page to this browser: sets a fresh page cookie and returns the CSRF token its form carries. */
+export function startLinkPage(c: Context<PortalEnv>): string {
+  const secret = randomToken(32);
+  setCookie(c, LINK_PAGE_COOKIE, secret, {
+    path: LINK_PAGE_PATH,
+    httpOnly: true,
+    sameSite: 'Strict',
+    secure: isHttps(c),
+    maxAge: PORTAL_LINK_TTL_MS / 1000,
+  });
+  return csrfTokenOf(secret);
+}
+
+/** Whether `sent` is the CSRF token of this browser's link page cookie; the cookie is used up either way. */
+export function passedLinkPage(c: Context<PortalEnv>, sent: unknown): boolean {
+  const secret = getCookie(c, LINK_PAGE_COOKIE);
+  deleteCookie(c, LINK_PAGE_COOKIE, { path: LINK_PAGE_PATH, secure: isHttps(c) });
+  return secret !== undefined && typeof sent === 'string' && constantTimeEqual(sent, csrfTokenOf(secret));
+}
+
 /** Removes the session cookie (sign out). */
 export function endBrowserSession(c: Context<PortalEnv>): void {
   deleteCookie(c, SESSION_COOKIE, { path: PORTAL_BASE, secure: isHttps(c) });
 }
 
 /**
- * Every portal page but the link's door: a live session (its cookie, unexpired, not signed out,
+ * Every portal page but the link's page: a live session (its cookie, unexpired, not signed out,
  * its API key not revoked), and on every change the session's CSRF token in the form.
  */
 export const requirePortalSession = createMiddleware<PortalEnv>(async (c, next) => {

@@ -454,6 +454,14 @@ describe('responses the app produces', () => {
       ['POST', '/internal/v1/events', await h.publish({ project_id: key.projectId, event: 'docauth.completed', data: docauthData() })],
       ['POST', '/internal/v1/events', await h.publish({ project_id: key.projectId })],
       ['POST', '/internal/v1/events', await h.request('POST', '/internal/v1/events', { body: {} })],
+      [
+        'POST',
+        '/internal/v1/events',
+        await h.request('POST', '/internal/v1/events', {
+          token: await h.producerKey(key.projectId),
+          body: { project_id: stranger.projectId, event: 'docauth.completed', data: docauthData() },
+        }),
+      ],
       ['POST', `${BASE}/webhooks`, await h.request('POST', `${BASE}/webhooks`, { token: key.token, body: {} })],
       ['GET', `${BASE}/webhooks`, await h.request('GET', `${BASE}/webhooks`)],
       ['GET', `${BASE}/webhooks`, await h.request('GET', `${BASE}/webhooks`, { token: (await h.createKey(key.projectId, ['verification'])).token })],
@@ -478,6 +486,7 @@ describe('responses the app produces', () => {
         `POST ${BASE}/webhooks/{id}/deliveries/{delivery_id}/retry 202`,
         `POST ${BASE}/webhooks/{id}/deliveries/{delivery_id}/retry 409`,
         'POST /internal/v1/events 202', 'POST /internal/v1/events 400', 'POST /internal/v1/events 401',
+        'POST /internal/v1/events 403',
       ].sort(),
     );
   });

@@ -14,7 +14,7 @@ import { boundPorts, type ClusterLayout } from '../../src/cluster/layout.ts';
 import { portIsFree, processStartTime } from '../../src/cluster/processes.ts';
 import { verifyWebhook } from '../../src/receiver/index.ts';
 import { randomToken } from '../../src/secrets.ts';
-import { launchChromium } from '../support/browser.ts';
+import { launchChromium, openPortalLink } from '../support/browser.ts';
 import { startClusterTopology, type ClusterHandle } from '../support/cluster.ts';
 import { docauthData } from '../support/event-data.ts';
 import { call as httpCall, type HttpAnswer } from '../support/http.ts';
@@ -99,12 +99,20 @@ describe('npm run cluster', () => {
     }
     for (const url of status.api) expect((await call(`${url}/readyz`)).status).toBe(200);
     expect((await fetch(status.ui)).status).toBe(200);
+    // /metrics is never on an API port: each replica serves its own on loopback, API replica i on
+    // METRICS_PORT+2(workers+i) after the two workers' METRICS_PORT and METRICS_PORT+2.
+    const metricsPort = Number(cluster.env.METRICS_PORT);
+    for (const [i, url] of status.api.entries()) {
+      expect((await fetch(`${url}/metrics`)).status).toBe(404);
+      expect(await (await fetch(`http://127.0.0.1:${metricsPort + 2 * (2 + i)}/metrics`)).text()).toContain('http_requests_total');
+    }
+    for (const i of [0, 1]) expect((await fetch(`http://127.0.0.1:${metricsPort + 2 * i}/metrics`)).status).toBe(200);
   });
 
   it('gives every replica the variables set at up and the secrets generated once in DATA_DIR', async () => {
     const { status } = cluster;
     const generatedKey = readFileSync(path.join(cluster.dataDir, 'secret-encryption.key'), 'utf8').trim();
-    // EVENT_PRODUCER_TOKEN was set, so none was generated.
+    // EVENT_PRODUCER_TOKEN reaches every replica as set; the service never generates one.
     expect(existsSync(path.join(cluster.dataDir, 'producer-token'))).toBe(false);
     for (const { role, index, pid } of status.processes.filter((p) => p.role === 'api' || p.role === 'worker')) {
       const env = environmentOf(pid);
@@ -261,7 +269,7 @@ describe('npm run cluster', () => {
     const browser = await launchChromium();
     try {
       const page = await browser.newPage();
-      await page.goto(link.url);
+      await openPortalLink(page, link.url);
       expect(page.url()).toBe(`${api0}/portal`);
       // The session lives in the database: the other replica knows it (cookies are per host, not per port).
       await page.goto(`${api1}/portal/webhooks/${webhookId}`);

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { eq } from 'drizzle-orm';
 import { deliveries, deliveryAttempts, webhooks } from '../../src/db/schema.ts';
+import { sealWebhookHeaders } from '../../src/webhook-secrets.ts';
 import { docauthData, startHarness, type Harness } from '../support/harness.ts';
 import { startHttpsReceiver, type HttpsReceiver } from '../support/https-receiver.ts';
 import { DeliveryStatusAttribute } from '../../workflows/search-attributes.ts';
@@ -74,7 +75,14 @@ describe('a successful delivery', () => {
     // The API refuses these names; a row written another way must still not win.
     await h.db
       .update(webhooks)
-      .set({ headers: { 'X-Service-Signature': 'v1=forged', 'x-service-event': 'evil', 'Content-Type': 'text/plain', 'X-Ok': '1' } })
+      .set({
+        headersSealed: sealWebhookHeaders(h.secretBox, webhookId, {
+          'X-Service-Signature': 'v1=forged',
+          'x-service-event': 'evil',
+          'Content-Type': 'text/plain',
+          'X-Ok': '1',
+        }),
+      })
       .where(eq(webhooks.id, webhookId));
     const { delivery_ids: [deliveryId] } = await publishFor(h, key.projectId);
     await waitForDelivery(h, key.token, webhookId, deliveryId!, (d) => d.status === 'delivered');

@@ -64,7 +64,7 @@ it('`secrets reseal` moves payloads to the new key and seals those an earlier re
   });
 
   expect(result.stderr).toBe('');
-  expect(JSON.parse(result.stdout)).toEqual({ resealed: 1, payloads_resealed: before[0]!.count });
+  expect(JSON.parse(result.stdout)).toEqual({ resealed: 1, payloads_resealed: before[0]!.count, unopenable_webhooks: [] });
   const onlyNew = new SecretBox(newKey);
   expect(openPayload(onlyNew, await eventRow(sealed.event.id))).toMatchObject({ request_id: 'req-rotated' });
   const legacy = await eventRow(legacyId);

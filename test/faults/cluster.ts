@@ -15,15 +15,13 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { inject } from 'vitest';
 import { openDatabase, type DatabaseHandle } from '../../src/db/client.ts';
-import { createApiKey } from '../../src/db/queries/api-keys.ts';
-import { randomToken } from '../../src/secrets.ts';
 import { startDevServer, type DevServer } from '../../src/temporal/dev-server.ts';
 import { freePort } from '../support/ports.ts';
 import { serviceNodeFlags } from '../support/service-command.ts';
 import { newestBinDir } from '../../src/cluster/postgres.ts';
 import { httpOk } from '../../src/cluster/processes.ts';
 import { waitFor } from './wait.ts';
-import type { Deployment } from './workload.ts';
+import { createScenarioKeys, type Deployment } from './workload.ts';
 
 const run = promisify(execFile);
 export const REPO_ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -276,7 +274,6 @@ export async function startCluster(name: string, caFile: string, extraEnv: Recor
     const [apiPort, apiMetricsPort, apiSdkPort, workerMetricsPort, workerSdkPort] = await Promise.all(
       Array.from({ length: 5 }, () => freePort()),
     );
-    const producerToken = `ptk_${randomToken(32)}`;
     const bundle = inject('faultsWorkflowBundlePath');
     const common: NodeJS.ProcessEnv = {
       ...process.env,
@@ -287,7 +284,6 @@ export async function startCluster(name: string, caFile: string, extraEnv: Recor
       TEMPORAL_NAMESPACE: 'default',
       TEMPORAL_TASK_QUEUE: `faults-${name}-${randomUUID()}`,
       SECRET_ENCRYPTION_KEY: randomBytes(32).toString('base64'),
-      EVENT_PRODUCER_TOKEN: producerToken,
       DELIVERY_ALLOW_PRIVATE_TARGETS: 'true',
       DELIVERY_CA_FILE: caFile,
       LOG_LEVEL: 'warn',
@@ -336,13 +332,8 @@ export async function startCluster(name: string, caFile: string, extraEnv: Recor
       apiUrl,
       apiUrls: [apiUrl],
       workerMetricsUrl: `http://127.0.0.1:${workerMetricsPort}/metrics`,
-      producerToken,
       db: database.db,
-      async createKey() {
-        const projectId = `prj_${name}_${randomUUID().slice(0, 8)}`;
-        const { key, token } = await createApiKey(database.db, { projectId, services: ['webhooks'] });
-        return { id: key.id, projectId, token };
-      },
+      createKey: () => createScenarioKeys(database.db, `prj_${name}_${randomUUID().slice(0, 8)}`),
       unexpectedExits: () => [...api.unexpectedExits, ...worker.unexpectedExits],
       async logs(role) {
         const files = (await readdir(logDir)).filter((file) => file.startsWith(`${role}.`)).sort();

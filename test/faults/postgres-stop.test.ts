@@ -19,14 +19,15 @@ interface Probe {
 
 it('recovers by itself from Postgres stopped for 10 s mid-run; the API answers v2 errors meanwhile', async () => {
   const { cluster, webhook } = scenario;
+  // The publish probes go to a project without webhooks, so they add no deliveries.
+  const probeProject = await cluster.createKey();
   const publisher = new Publisher({ cluster, webhook, count: EVENTS, ratePerSecond: RATE });
   await midRun(scenario, publisher);
 
   const damagedAt = Date.now();
   await cluster.postgres.stop(); // pg_ctl stop -m fast: sessions are terminated
   const downAt = Date.now();
-  // While it is down, ask the API every 500 ms: readiness, a v2 read, and a publish (for a
-  // project without webhooks, so the probes add no deliveries).
+  // While it is down, ask the API every 500 ms: readiness, a v2 read, and a publish.
   const probes: Probe[] = [];
   let n = 0;
   while (Date.now() - downAt < DOWN_MS) {
@@ -37,8 +38,8 @@ it('recovers by itself from Postgres stopped for 10 s mid-run; the API answers v
       [
         '/internal/v1/events',
         {
-          token: cluster.producerToken,
-          body: { id: `probe-${n}`, project_id: 'probe-project', event: 'docauth.completed', data: docauthData(`probe-${n}`) },
+          token: probeProject.producerKey,
+          body: { id: `probe-${n}`, project_id: probeProject.projectId, event: 'docauth.completed', data: docauthData(`probe-${n}`) },
         },
       ],
     ];

@@ -4,14 +4,12 @@
  * own, on free ports. The scenario damages it through the topology handle and repairs it the
  * way an operator would: `npm run cluster -- up` starts again what is not running.
  */
-import { existsSync, readFileSync } from 'node:fs';
-import path from 'node:path';
+import { existsSync } from 'node:fs';
 import { inject } from 'vitest';
 import { openDatabase } from '../../src/db/client.ts';
-import { createApiKey } from '../../src/db/queries/api-keys.ts';
 import { startClusterTopology, type ClusterHandle, type ClusterRole } from '../support/cluster.ts';
 import { STATE_PARENT } from './cluster.ts';
-import type { Deployment } from './workload.ts';
+import { createScenarioKeys, type Deployment } from './workload.ts';
 
 
 export interface ProductionCluster extends Deployment {
@@ -42,13 +40,8 @@ export async function startProductionCluster(name: string, caFile: string, extra
   return {
     topology,
     apiUrls: topology.status.api,
-    producerToken: readFileSync(path.join(topology.dataDir, 'producer-token'), 'utf8').trim(),
     db: database.db,
-    async createKey() {
-      const projectId = `prj_${name}_${Math.random().toString(36).slice(2, 10)}`;
-      const { key, token } = await createApiKey(database.db, { projectId, services: ['webhooks'] });
-      return { id: key.id, projectId, token };
-    },
+    createKey: () => createScenarioKeys(database.db, `prj_${name}_${Math.random().toString(36).slice(2, 10)}`),
     damaged(role, index = 0) {
       expectedDown.add(`${role} ${index}`);
     },

@@ -6,6 +6,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { count, eq, inArray, sum } from 'drizzle-orm';
+import { createApiKey } from '../../src/db/queries/api-keys.ts';
 import { ABANDONED_ATTEMPT_ERROR } from '../../src/db/queries/deliveries.ts';
 import { deliveries, deliveryAttempts, events, webhooks } from '../../src/db/schema.ts';
 import { docauthData as sharedDocauthData } from '../support/event-data.ts';
@@ -18,11 +19,10 @@ import { sleep, waitFor } from './wait.ts';
 export interface Deployment {
   /** Base URLs of the API replicas; the producer spreads its calls over them as a load balancer would. */
   readonly apiUrls: readonly string[];
-  readonly producerToken: string;
   /** The test's own connection to the service's database (for keys and for polling). */
   readonly db: Database;
-  /** Creates an API key of a fresh project straight in the database. */
-  createKey(): Promise<{ id: string; projectId: string; token: string }>;
+  /** Creates an API key and a producer key of a fresh project straight in the database. */
+  createKey(): Promise<ScenarioKeys>;
   /** Processes that died without the scenario killing or stopping them. */
   unexpectedExits(): string[] | Promise<string[]>;
 }
@@ -30,9 +30,25 @@ export interface Deployment {
 // ---------------------------------------------------------------------------------------------
 // Set-up
 
+/** A fresh project's keys: an API key (`token`) and a producer key, which publishes for this project only. */
+export interface ScenarioKeys {
+  id: string;
+  projectId: string;
+  token: string;
+  producerKey: string;
+}
+
+/** The keys of a fresh project, made straight in the database as `npm run cli -- keys create` does. */
+export async function createScenarioKeys(db: Database, projectId: string): Promise<ScenarioKeys> {
+  const { key, token } = await createApiKey(db, { projectId, services: ['webhooks'] });
+  const producer = await createApiKey(db, { projectId, services: ['events'] });
+  return { id: key.id, projectId, token, producerKey: producer.token };
+}
+
 export interface ScenarioWebhook {
   projectId: string;
   token: string;
+  producerKey: string;
   webhookId: string;
 }
 
@@ -47,7 +63,7 @@ export async function createWebhook(cluster: Deployment, receiver: DedupeReceive
     throw new Error(`webhook creation failed: ${JSON.stringify(answer)}`);
   }
   receiver.trust(answer.body.data.secret);
-  return { projectId: key.projectId, token: key.token, webhookId: answer.body.data.id };
+  return { projectId: key.projectId, token: key.token, producerKey: key.producerKey, webhookId: answer.body.data.id };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -166,7 +182,7 @@ export class Publisher {
       this.#inFlight += 1;
       // Round robin over the replicas; a retry goes to the next one.
       const apiUrl = cluster.apiUrls[(index + record.tries - 1) % cluster.apiUrls.length];
-      const answer = await call(`${apiUrl}/internal/v1/events`, { token: cluster.producerToken, body }).finally(() => {
+      const answer = await call(`${apiUrl}/internal/v1/events`, { token: webhook.producerKey, body }).finally(() => {
         this.#inFlight -= 1;
       });
       if (typeof answer === 'string') {

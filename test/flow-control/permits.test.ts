@@ -28,13 +28,13 @@ let sequence = 0;
 async function webhookWithDeliveries(count: number, rateLimit?: number) {
   const projectId = `flow-${(sequence += 1)}`;
   const { key } = await createApiKey(handle.db, { projectId, services: ['webhooks'] });
-  const webhook = await insertWebhook(handle.db, projectId, {
+  const webhook = await insertWebhook(handle.db, box, projectId, {
     apiKeyId: key.id,
     url: 'https://127.0.0.1:1/hooks',
     events: ['docauth.completed'],
     headers: {},
     rateLimit,
-    secretSealed: box.seal('whsec_test'),
+    secret: 'whsec_test',
   });
   const ids: string[] = [];
   for (let i = 0; i < count; i += 1) {

@@ -8,7 +8,7 @@ import { verifyWebhook } from '../../src/receiver/index.ts';
 import { startHarness, type Harness } from '../support/harness.ts';
 import { startHttpsReceiver, type HttpsReceiver } from '../support/https-receiver.ts';
 import { freePort } from '../support/ports.ts';
-import { expectAccessible as axeCheck, horizontalOverflow, launchChromium, tabTo as tabToOn, waitForCount } from '../support/browser.ts';
+import { expectAccessible as axeCheck, horizontalOverflow, launchChromium, openPortalLink, tabTo as tabToOn, waitForCount } from '../support/browser.ts';
 
 /**
  * The portal in a real browser: Debian's Chromium drives the service served on a real port, with a worker delivering to a real HTTPS
@@ -78,7 +78,7 @@ let secret: string;
 
 describe('the customer portal in Chromium', () => {
   it('opens from a minted link, keyboard first', async () => {
-    await page.goto(await mintLink(key.token));
+    await openPortalLink(page, await mintLink(key.token));
     expect(new URL(page.url()).pathname).toBe('/portal');
     await expect(page.locator('h1').textContent()).resolves.toBe('Webhook endpoints');
     const cookies = await page.context().cookies();

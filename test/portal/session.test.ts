@@ -54,10 +54,10 @@ describe('opening a link', () => {
     const key = await h.createKey();
     const { path } = await mint(key.token);
     const visitor = new PortalVisitor(h);
-    const opened = await visitor.get(path);
+    const opened = await visitor.open(path);
     expect(opened.status).toBe(303);
     expect(opened.location).toBe('/portal');
-    const cookie = opened.headers.get('Set-Cookie')!;
+    const cookie = opened.headers.getSetCookie().find((setCookie) => setCookie.startsWith('webhooks_portal='))!;
     expect(cookie).toMatch(/^webhooks_portal=pss_[0-9a-z]{26}_[A-Za-z0-9_-]{43};/);
     expect(cookie).toMatch(/HttpOnly/);
     expect(cookie).toMatch(/SameSite=Lax/);

@@ -10,12 +10,14 @@ export interface PortalPage {
 }
 
 /**
- * A browser's view of the portal over `app.request()`: it keeps the session cookie the way a
- * browser does, and posts forms with the CSRF token of the last page it saw.
+ * A browser's view of the portal over `app.request()`: it keeps the session cookie (`cookie`)
+ * and the link page's cookie the way a browser does, and posts forms with the CSRF token of
+ * the last page it saw.
  */
 export class PortalVisitor {
   readonly #h: Harness;
   cookie: string | undefined;
+  #linkPageCookie: string | undefined;
   csrf: string | undefined;
 
   constructor(h: Harness) {
@@ -24,12 +26,14 @@ export class PortalVisitor {
 
   async #send(path: string, init: RequestInit): Promise<PortalPage> {
     const headers = new Headers(init.headers);
-    if (this.cookie) headers.set('Cookie', this.cookie);
+    const cookies = [this.cookie, this.#linkPageCookie].filter(Boolean);
+    if (cookies.length > 0) headers.set('Cookie', cookies.join('; '));
     const response = await this.#h.app.request(path, { ...init, headers, redirect: 'manual' });
-    const setCookie = response.headers.get('Set-Cookie');
-    if (setCookie) {
+    for (const setCookie of response.headers.getSetCookie()) {
       const [pair] = setCookie.split(';');
-      this.cookie = /=$/.test(pair!) || /Max-Age=0/i.test(setCookie) ? undefined : pair;
+      const value = /=$/.test(pair!) || /Max-Age=0/i.test(setCookie) ? undefined : pair;
+      if (pair!.startsWith('webhooks_portal=')) this.cookie = value;
+      else this.#linkPageCookie = value;
     }
     const html = await response.text();
     this.csrf = /name="_csrf" value="([0-9a-f]{64})"/.exec(html)?.[1] ?? this.csrf;
@@ -51,11 +55,18 @@ export class PortalVisitor {
     return this.#send(path, { method: 'POST', headers: { 'Content-Type': 'application/x-www-form-urlencoded' }, body: form.toString() });
   }
 
+  /** Opens a link as a person does: its page, then the button's POST; answers the POST. */
+  async open(linkPath: string): Promise<PortalPage> {
+    const shown = await this.get(linkPath);
+    expect(shown.status).toBe(200);
+    return this.post('/portal/enter', { token: new URLSearchParams(linkPath.split('?')[1]).get('token')! });
+  }
+
   /** Mints a link with the API key's token and opens it: the visitor is signed in. */
   async signIn(token: string): Promise<void> {
     const minted = await this.#h.request('POST', '/api-gateway/v2/portal/sessions', { token });
     expect(minted.status).toBe(201);
-    const opened = await this.get(new URL(minted.body.data.url).pathname + new URL(minted.body.data.url).search);
+    const opened = await this.open(new URL(minted.body.data.url).pathname + new URL(minted.body.data.url).search);
     expect(opened.status).toBe(303);
     await this.get('/portal');
   }

@@ -15,6 +15,12 @@ export async function launchChromium(): Promise<Browser> {
   return chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
 }
 
+/** Opens a portal link as a person does: its page, then its one button. */
+export async function openPortalLink(page: Page, url: string): Promise<void> {
+  await page.goto(url);
+  await Promise.all([page.waitForURL((target) => target.pathname === '/portal'), page.getByRole('button', { name: 'Open the portal' }).click()]);
+}
+
 /** The WCAG 2.1 A and AA rules (and axe's best practices) that axe-core checks, on the page as it is now. */
 export async function expectAccessible(page: Page): Promise<void> {
   await page.evaluate(AXE_SOURCE);

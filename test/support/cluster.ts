@@ -15,8 +15,8 @@ import type { ClusterStatus } from '../../src/cluster/topology.ts';
 import { freePortBlock } from './ports.ts';
 
 const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
-/** Ports of one topology: PORT.. (4 API replicas), TEMPORAL_PORT.. (10), UI, PostgreSQL, workers' metrics (2 × 4). */
-const PORT_BLOCK = 24;
+/** Ports of one topology: PORT.. (4 API replicas), TEMPORAL_PORT.. (10), UI, PostgreSQL, the metrics of 4 workers and 4 API replicas (2 × 8). */
+const PORT_BLOCK = 32;
 
 export type ClusterRole = 'postgres' | 'temporal' | 'ui' | 'api' | 'worker';
 

@@ -18,12 +18,20 @@ export interface Ports {
   temporal: number;
   ui: number;
   pglite: number;
+  metrics: number;
   sdkMetrics: number;
 }
 
 /** Ports free on 127.0.0.1 right now, one per listener of the embedded service. */
 export async function freePorts(): Promise<Ports> {
-  return { api: await freePort(), temporal: await freePort(), ui: await freePort(), pglite: await freePort(), sdkMetrics: await freePort() };
+  return {
+    api: await freePort(),
+    temporal: await freePort(),
+    ui: await freePort(),
+    pglite: await freePort(),
+    metrics: await freePort(),
+    sdkMetrics: await freePort(),
+  };
 }
 
 /** The environment a user has for `npm start`: embedded defaults, only the ports (and `DATA_DIR` when given) moved. */
@@ -36,7 +44,7 @@ export function embeddedEnv(dataDir: string | undefined, ports: Ports): NodeJS.P
     TEMPORAL_UI_PORT: String(ports.ui),
     PGLITE_PORT: String(ports.pglite),
     TEMPORAL_SDK_METRICS_PORT: String(ports.sdkMetrics),
-    METRICS_PORT: String(ports.sdkMetrics),
+    METRICS_PORT: String(ports.metrics),
     LOG_LEVEL: 'info',
   };
   if (!dataDir) delete env.DATA_DIR;

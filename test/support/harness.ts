@@ -51,7 +51,9 @@ export async function startHarness(options: HarnessOptions = {}) {
     eagerStart: options.worker ?? false,
   });
   const secretBox = new SecretBox(generateEncryptionKey());
+  // The operator's EVENT_PRODUCER_TOKEN, configured here; `publish` uses producer keys.
   const producerToken = `ptk_${randomToken(32)}`;
+  const producerKeys = new Map<string, Promise<string>>();
   const logs: string[] = [];
   const logger = createLogger(
     'debug',
@@ -89,6 +91,16 @@ export async function startHarness(options: HarnessOptions = {}) {
       flow: { ...parseConfig({}).flow, ...options.flow },
       sweepIntervalMs: 0,
     });
+  }
+
+  /** A producer key of `projectId` (an API key with the events service), made once per project. */
+  function producerKey(projectId: string): Promise<string> {
+    let key = producerKeys.get(projectId);
+    if (!key) {
+      key = createApiKey(database.db, { projectId, services: ['events'] }).then((created) => created.token);
+      producerKeys.set(projectId, key);
+    }
+    return key;
   }
 
   async function request(
@@ -130,9 +142,15 @@ export async function startHarness(options: HarnessOptions = {}) {
       const { key, token } = await createApiKey(database.db, { projectId, services });
       return { id: key.id, projectId, token };
     },
-    /** Publishes an event through the producers' door. */
-    publish(body: unknown) {
-      return request('POST', '/internal/v1/events', { token: producerToken, body });
+    producerKey,
+    /**
+     * Publishes an event through the producers' door, with a producer key of the body's
+     * `project_id` (the operator's token when the body has none).
+     */
+    async publish(body: unknown) {
+      const projectId = (body as { project_id?: unknown } | undefined)?.project_id;
+      const token = typeof projectId === 'string' ? await producerKey(projectId) : producerToken;
+      return request('POST', '/internal/v1/events', { token, body });
     },
     async stop() {
       await worker?.stop();

@@ -16,12 +16,12 @@ export async function seedProject(db: Database, box: SecretBox, webhooks = 1): P
   const { key } = await createApiKey(db, { projectId, services: ['webhooks'] });
   const webhookIds: string[] = [];
   for (let i = 0; i < webhooks; i += 1) {
-    const webhook = await insertWebhook(db, projectId, {
+    const webhook = await insertWebhook(db, box, projectId, {
       apiKeyId: key.id,
       url: `https://example.com/hook-${i}`,
       events: ['docauth.completed'],
       headers: {},
-      secretSealed: box.seal('whsec_test'),
+      secret: 'whsec_test',
     });
     webhookIds.push(webhook.id);
   }

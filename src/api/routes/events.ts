@@ -1,7 +1,8 @@
 import { createRoute, z } from '@hono/zod-openapi';
 import { publishEvent } from '../../events/publish.ts';
 import { PublishEventSchema } from '../../events/schema.ts';
-import { requireProducerToken } from '../auth.ts';
+import { requireProducer } from '../auth.ts';
+import { ApiError } from '../errors.ts';
 import { envelope } from '../schemas.ts';
 import { createRouter } from '../validation.ts';
 import { errorResponses, jsonBody, SECURITY_SCHEMES, success } from './shared.ts';
@@ -10,9 +11,9 @@ const PublishedSchema = z
   .object({ event_id: z.string(), delivery_ids: z.array(z.string()) })
   .openapi('PublishedEvent');
 
-/** The producers' door: `POST /internal/v1/events`, behind EVENT_PRODUCER_TOKEN. */
+/** The producers' door: `POST /internal/v1/events`, behind a producer key (or the operator's EVENT_PRODUCER_TOKEN). */
 export const eventsRouter = createRouter();
-eventsRouter.use('/events', requireProducerToken);
+eventsRouter.use('/events', requireProducer);
 eventsRouter.openapi(
   createRoute({
     method: 'post',
@@ -24,11 +25,16 @@ eventsRouter.openapi(
     request: { body: jsonBody(PublishEventSchema) },
     responses: {
       202: success(envelope(PublishedSchema), 'Accepted: every delivery is stored and its workflow started'),
-      ...errorResponses(400, 401),
+      ...errorResponses(400, 401, 403),
     },
   }),
   async (c) => {
-    const published = await publishEvent(c.var.deps, c.req.valid('json'));
+    const input = c.req.valid('json');
+    const scope = c.var.producerProjectId;
+    if (scope !== undefined && input.project_id !== scope) {
+      throw new ApiError('forbidden', `project_id: this producer key publishes for project ${scope} only`);
+    }
+    const published = await publishEvent(c.var.deps, input);
     if (published.created) c.var.deps.metrics.eventsAccepted.inc();
     c.var.logger.info(
       { eventId: published.eventId, deliveries: published.deliveryIds.length, created: published.created },

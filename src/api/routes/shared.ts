@@ -3,7 +3,8 @@ import { ErrorSchema } from '../schemas.ts';
 
 /**
  * OpenAPI security schemes: `apiKey` (a customer API token, every v2 operation) and
- * `producerToken` (EVENT_PRODUCER_TOKEN, the producers' door). Both are bearer tokens.
+ * `producerToken` (a producer key, or the operator's EVENT_PRODUCER_TOKEN: the producers' door).
+ * Both are bearer tokens.
  */
 export const SECURITY_SCHEMES = { apiKey: 'bearerAuth', producerToken: 'producerToken' } as const;
 

@@ -2,6 +2,7 @@ import { createRoute, z } from '@hono/zod-openapi';
 import { findActiveApiKey } from '../../db/queries/api-keys.ts';
 import { deleteWebhook, insertWebhook, listWebhooks, updateWebhook } from '../../db/queries/webhooks.ts';
 import { generateWebhookSecret } from '../../secrets.ts';
+import { openWebhookHeaders } from '../../webhook-secrets.ts';
 import { ownedWebhook } from '../auth.ts';
 import { ApiError } from '../errors.ts';
 import { webhookListItem, webhookResource } from '../presenters.ts';
@@ -41,18 +42,19 @@ export const webhooksRouter = createRouter()
         throw new ApiError('invalid_request', 'api_key_id: must be an active API key of your project');
       }
       const secret = generateWebhookSecret();
-      const row = await insertWebhook(db, projectId, {
+      const headers = body.headers ?? {};
+      const row = await insertWebhook(db, secretBox, projectId, {
         apiKeyId: body.api_key_id,
         url: body.url,
         events: body.events,
-        headers: body.headers ?? {},
+        headers,
         rateLimit: body.rate_limit,
-        secretSealed: secretBox.seal(secret),
+        secret,
       });
       c.var.logger.info({ webhookId: row.id }, 'webhook created');
       return c.json(
         {
-          data: { ...webhookResource(row), secret },
+          data: { ...webhookResource(row, headers), secret },
           message: 'Webhook created. Store the secret now: it is shown only once.',
           meta: { request_id: c.var.requestId },
         },
@@ -100,7 +102,11 @@ export const webhooksRouter = createRouter()
     async (c) => {
       const webhook = await ownedWebhook(c, c.req.valid('param').id);
       return c.json(
-        { data: webhookResource(webhook), message: 'Webhook retrieved', meta: { request_id: c.var.requestId } },
+        {
+          data: webhookResource(webhook, openWebhookHeaders(c.var.deps.secretBox, webhook)),
+          message: 'Webhook retrieved',
+          meta: { request_id: c.var.requestId },
+        },
         200,
       );
     },
@@ -122,11 +128,12 @@ export const webhooksRouter = createRouter()
       const { id } = c.req.valid('param');
       await ownedWebhook(c, id);
       const { rate_limit: rateLimit, ...body } = c.req.valid('json');
-      const row = await updateWebhook(c.var.deps.db, id, { ...body, ...(rateLimit !== undefined && { rateLimit }) });
+      const { secretBox } = c.var.deps;
+      const row = await updateWebhook(c.var.deps.db, secretBox, id, { ...body, ...(rateLimit !== undefined && { rateLimit }) });
       if (!row) throw new ApiError('not_found', `webhook ${id} not found`);
       c.var.logger.info({ fields: Object.keys(c.req.valid('json')) }, 'webhook updated');
       return c.json(
-        { data: webhookResource(row), message: 'Webhook updated', meta: { request_id: c.var.requestId } },
+        { data: webhookResource(row, openWebhookHeaders(secretBox, row)), message: 'Webhook updated', meta: { request_id: c.var.requestId } },
         200,
       );
     },
@@ -174,7 +181,7 @@ export const webhooksRouter = createRouter()
       const { id } = c.req.valid('param');
       await ownedWebhook(c, id);
       const secret = generateWebhookSecret();
-      const row = await updateWebhook(c.var.deps.db, id, { secretSealed: c.var.deps.secretBox.seal(secret) });
+      const row = await updateWebhook(c.var.deps.db, c.var.deps.secretBox, id, { secret });
       if (!row) throw new ApiError('not_found', `webhook ${id} not found`);
       c.var.logger.info('webhook secret rotated');
       return c.json(

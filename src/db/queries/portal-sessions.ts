@@ -49,25 +49,41 @@ export async function mintPortalLink(db: Database, apiKey: Pick<ApiKeyRow, 'id' 
   return { session: session!, token: `plt_${id.slice('ps_'.length)}_${secret}` };
 }
 
+/** The session id of a link token whose secret matches its stored hash, with the link's state. */
+async function matchLink(db: Database, token: string) {
+  const match = LINK_TOKEN.exec(token);
+  if (!match) return undefined;
+  const id = `ps_${match[1]}`;
+  const [stored] = await db
+    .select({ linkHash: portalSessions.linkHash, redeemedAt: portalSessions.redeemedAt, linkExpiresAt: portalSessions.linkExpiresAt })
+    .from(portalSessions)
+    .where(eq(portalSessions.id, id));
+  if (!stored || !constantTimeEqual(stored.linkHash, sha256Hex(match[2]!))) return undefined;
+  return { id, idBody: match[1]!, ...stored };
+}
+
+/** Whether a link can still be opened (known, unexpired, not opened before), without opening it. */
+export async function portalLinkOpenable(db: Database, token: string, now = new Date()): Promise<boolean> {
+  const link = await matchLink(db, token);
+  return link !== undefined && link.redeemedAt === null && link.linkExpiresAt > now;
+}
+
 /**
  * Opens a link: when the token is known, unexpired and not opened before, the session starts
  * and its cookie token (never stored) is returned. One statement, so a link opens once even
  * when two requests race for it.
  */
 export async function redeemPortalLink(db: Database, token: string, now = new Date()): Promise<{ session: PortalSessionRow; sessionToken: string } | undefined> {
-  const match = LINK_TOKEN.exec(token);
-  if (!match) return undefined;
-  const id = `ps_${match[1]}`;
-  const [stored] = await db.select({ linkHash: portalSessions.linkHash }).from(portalSessions).where(eq(portalSessions.id, id));
-  if (!stored || !constantTimeEqual(stored.linkHash, sha256Hex(match[2]!))) return undefined;
+  const link = await matchLink(db, token);
+  if (!link) return undefined;
   const secret = randomToken(32);
   const [session] = await db
     .update(portalSessions)
     .set({ redeemedAt: now, sessionHash: sha256Hex(secret), expiresAt: new Date(now.getTime() + PORTAL_SESSION_TTL_MS) })
-    .where(and(eq(portalSessions.id, id), isNull(portalSessions.redeemedAt), gt(portalSessions.linkExpiresAt, now)))
+    .where(and(eq(portalSessions.id, link.id), isNull(portalSessions.redeemedAt), gt(portalSessions.linkExpiresAt, now)))
     .returning();
   if (!session) return undefined;
-  return { session, sessionToken: `pss_${match[1]}_${secret}` };
+  return { session, sessionToken: `pss_${link.idBody}_${secret}` };
 }
 
 /**

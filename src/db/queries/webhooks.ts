@@ -4,6 +4,7 @@ import { preparedPerDatabase } from '../prepared.ts';
 import { deliveries, webhooks, type WebhookRow } from '../schema.ts';
 import { newId } from '../../ids.ts';
 import type { SecretBox } from '../../secrets.ts';
+import { resealedWebhook, sealWebhookHeaders, sealWebhookSecret, UnopenableWebhookError } from '../../webhook-secrets.ts';
 
 /** Fields a customer sets on a webhook. */
 export interface WebhookInput {
@@ -15,25 +16,27 @@ export interface WebhookInput {
   rateLimit?: number | null | undefined;
 }
 
-/** Inserts a new, active webhook whose secret is already sealed. */
+/** Inserts a new, active webhook; its signing secret and headers are sealed to its id. */
 export async function insertWebhook(
   db: Database,
+  box: SecretBox,
   projectId: string,
-  input: WebhookInput & { secretSealed: string },
+  input: WebhookInput & { secret: string },
 ): Promise<WebhookRow> {
   const now = new Date();
+  const id = newId('webhook', now.getTime());
   const [row] = await db
     .insert(webhooks)
     .values({
-      id: newId('webhook', now.getTime()),
+      id,
       projectId,
       apiKeyId: input.apiKeyId,
       url: input.url,
       events: input.events,
-      headers: input.headers,
+      headersSealed: sealWebhookHeaders(box, id, input.headers),
       rateLimit: input.rateLimit ?? null,
       status: 'active',
-      secretSealed: input.secretSealed,
+      secretSealed: sealWebhookSecret(box, id, input.secret),
       createdAt: now,
       updatedAt: now,
     })
@@ -52,20 +55,24 @@ export async function findWebhook(db: Database, id: string): Promise<WebhookRow 
   return row;
 }
 
+/** What an update may change; a new `secret` or new `headers` are sealed to the webhook. */
+export type WebhookChanges = Partial<Pick<WebhookRow, 'url' | 'events' | 'status' | 'rateLimit'> & { headers: Record<string, string>; secret: string }>;
+
 /**
- * Applies a partial update and bumps `updated_at`. A new `secretSealed` replaces the
- * secret in this one statement, so every later send, pending retries included, uses it.
+ * Applies a partial update and bumps `updated_at`. A new `secret` replaces the secret in this
+ * one statement, so every later send, pending retries included, uses it.
  */
-export async function updateWebhook(
-  db: Database,
-  id: string,
-  changes: Partial<Pick<WebhookRow, 'url' | 'events' | 'headers' | 'status' | 'secretSealed' | 'rateLimit'>>,
-): Promise<WebhookRow | undefined> {
+export async function updateWebhook(db: Database, box: SecretBox, id: string, changes: WebhookChanges): Promise<WebhookRow | undefined> {
+  const { headers, secret, ...fields } = changes;
   // Re-enabling clears the service's reason and restarts the endpoint-health clock.
   const reenabled = changes.status === 'active' ? { disabledReason: null, disabledAt: null, failingSince: null } : {};
+  const sealed = {
+    ...(headers !== undefined && { headersSealed: sealWebhookHeaders(box, id, headers), headersLegacy: null }),
+    ...(secret !== undefined && { secretSealed: sealWebhookSecret(box, id, secret) }),
+  };
   const [row] = await db
     .update(webhooks)
-    .set({ ...changes, ...reenabled, updatedAt: new Date() })
+    .set({ ...fields, ...sealed, ...reenabled, updatedAt: new Date() })
     .where(eq(webhooks.id, id))
     .returning();
   return row;
@@ -110,28 +117,38 @@ const subscribedWebhooksStatement = preparedPerDatabase((db) =>
     .prepare('subscribed_webhooks'),
 );
 
+/** What {@link resealWebhookSecrets} did. */
+export interface WebhookReseal {
+  /** Webhooks whose secret and headers were sealed anew. */
+  resealed: number;
+  /** Webhooks whose secret or headers do not open (sealed for another row, or altered), left as they are. */
+  unopenable: string[];
+}
+
 /**
- * Re-encrypts, under the box's current key, every webhook secret sealed with an older key
- * (after SECRET_ENCRYPTION_KEY was rotated). Each row is locked while it is resealed, so a
- * concurrent rotate-secret is never overwritten. Returns how many were resealed.
+ * Seals anew, under the box's current key and bound to the webhook's id, every webhook secret
+ * and every set of custom headers that is not yet: sealed with an older key (after
+ * SECRET_ENCRYPTION_KEY was rotated), sealed unbound, or stored in clear by an earlier
+ * release. Each row is locked while it is resealed, so a concurrent update is never
+ * overwritten. A row that does not open is left as it is and reported.
  */
-export async function resealWebhookSecrets(db: Database, box: SecretBox): Promise<number> {
-  const rows = await db.select({ id: webhooks.id, secretSealed: webhooks.secretSealed }).from(webhooks);
-  let resealed = 0;
-  for (const row of rows.filter((candidate) => box.sealedWithOldKey(candidate.secretSealed))) {
-    resealed += await db.transaction(async (tx) => {
-      const [current] = await tx
-        .select({ secretSealed: webhooks.secretSealed })
-        .from(webhooks)
-        .where(eq(webhooks.id, row.id))
-        .for('update');
-      if (!current || !box.sealedWithOldKey(current.secretSealed)) return 0;
-      await tx
-        .update(webhooks)
-        .set({ secretSealed: box.seal(box.open(current.secretSealed)) })
-        .where(eq(webhooks.id, row.id));
-      return 1;
-    });
+export async function resealWebhookSecrets(db: Database, box: SecretBox): Promise<WebhookReseal> {
+  const sealedColumns = { id: webhooks.id, secretSealed: webhooks.secretSealed, headersSealed: webhooks.headersSealed, headersLegacy: webhooks.headersLegacy };
+  const result: WebhookReseal = { resealed: 0, unopenable: [] };
+  for (const row of await db.select(sealedColumns).from(webhooks).orderBy(asc(webhooks.id))) {
+    try {
+      if (!resealedWebhook(box, row)) continue;
+      result.resealed += await db.transaction(async (tx) => {
+        const [current] = await tx.select(sealedColumns).from(webhooks).where(eq(webhooks.id, row.id)).for('update');
+        const changes = current && resealedWebhook(box, current);
+        if (!changes) return 0;
+        await tx.update(webhooks).set(changes).where(eq(webhooks.id, row.id));
+        return 1;
+      });
+    } catch (error) {
+      if (!(error instanceof UnopenableWebhookError)) throw error;
+      result.unopenable.push(row.id);
+    }
   }
-  return resealed;
+  return result;
 }

@@ -25,7 +25,7 @@ export interface PageOptions {
 }
 
 /** The hidden CSRF field every form that changes something carries. */
-export const csrfField = (session: PageSession) => html`<input type="hidden" name="${CSRF_FIELD}" value="${session.csrfToken}">`;
+export const csrfField = (session: Pick<PageSession, 'csrfToken'>) => html`<input type="hidden" name="${CSRF_FIELD}" value="${session.csrfToken}">`;
 
 /** A button that posts to `action` (with the CSRF field), for actions without fields. */
 export function postButton(session: PageSession, action: string, label: string, variant: 'primary' | 'secondary' | 'danger' = 'secondary'): Markup {

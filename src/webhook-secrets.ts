@@ -1,0 +1,81 @@
+/**
+ * A webhook's secrets at rest: its signing secret and its custom headers (often an
+ * `Authorization` value for the customer's own endpoint), sealed with the key ring of
+ * SECRET_ENCRYPTION_KEY (AES-256-GCM) and bound to the webhook's id, so a value copied onto
+ * another row does not open.
+ */
+import type { WebhookRow } from './db/schema.ts';
+import type { SecretBox } from './secrets.ts';
+
+type SealedField = 'secret' | 'headers';
+
+/** What is authenticated with a sealed value: it opens for that webhook and that field only. */
+const sealContext = (webhookId: string, field: SealedField) => `webhook:${webhookId}:${field}`;
+
+/** A webhook's sealed secret or headers that do not open: sealed for another webhook, altered, or under a key not configured. */
+export class UnopenableWebhookError extends Error {
+  override name = 'UnopenableWebhookError';
+}
+
+const unopenable = (webhookId: string, field: SealedField, error: unknown) =>
+  new UnopenableWebhookError(
+    `the sealed ${field} of webhook ${webhookId} does not open (sealed for another webhook, altered, or under a key not configured): ${(error as Error).message}`,
+  );
+
+/** The signing secret, and whether it was bound to its row (false: sealed by a release before binding). */
+function openSecret(box: SecretBox, webhook: Pick<WebhookRow, 'id' | 'secretSealed'>): { secret: string; bound: boolean } {
+  try {
+    return { secret: box.open(webhook.secretSealed, sealContext(webhook.id, 'secret')), bound: true };
+  } catch (error) {
+    // Releases before binding sealed secrets without a context, and such a value still opens
+    // until `secrets reseal` binds it. A value bound to another row opens neither way.
+    try {
+      return { secret: box.open(webhook.secretSealed), bound: false };
+    } catch {
+      throw unopenable(webhook.id, 'secret', error);
+    }
+  }
+}
+
+/** The stored form of a webhook's signing secret. */
+export const sealWebhookSecret = (box: SecretBox, webhookId: string, secret: string): string =>
+  box.seal(secret, sealContext(webhookId, 'secret'));
+
+/** The stored form of a webhook's custom headers. */
+export const sealWebhookHeaders = (box: SecretBox, webhookId: string, headers: Record<string, string>): string =>
+  box.seal(JSON.stringify(headers), sealContext(webhookId, 'headers'));
+
+/** The webhook's signing secret, opened; throws when the value belongs to another row or was altered. */
+export function openWebhookSecret(box: SecretBox, webhook: Pick<WebhookRow, 'id' | 'secretSealed'>): string {
+  return openSecret(box, webhook).secret;
+}
+
+/** The webhook's custom headers, opened (or as an earlier release stored them in clear). */
+export function openWebhookHeaders(box: SecretBox, webhook: Pick<WebhookRow, 'id' | 'headersSealed' | 'headersLegacy'>): Record<string, string> {
+  if (webhook.headersSealed === null) return webhook.headersLegacy ?? {};
+  try {
+    return JSON.parse(box.open(webhook.headersSealed, sealContext(webhook.id, 'headers'))) as Record<string, string>;
+  } catch (error) {
+    throw unopenable(webhook.id, 'headers', error);
+  }
+}
+
+/**
+ * The row's secret and headers sealed anew under the current key and bound to its id, or
+ * undefined when they already are: what `secrets reseal` writes.
+ */
+export function resealedWebhook(
+  box: SecretBox,
+  webhook: Pick<WebhookRow, 'id' | 'secretSealed' | 'headersSealed' | 'headersLegacy'>,
+): Pick<WebhookRow, 'secretSealed' | 'headersSealed' | 'headersLegacy'> | undefined {
+  const { secret, bound } = openSecret(box, webhook);
+  const headers = openWebhookHeaders(box, webhook);
+  const current =
+    bound && !box.sealedWithOldKey(webhook.secretSealed) && webhook.headersSealed !== null && !box.sealedWithOldKey(webhook.headersSealed);
+  if (current) return undefined;
+  return {
+    secretSealed: sealWebhookSecret(box, webhook.id, secret),
+    headersSealed: sealWebhookHeaders(box, webhook.id, headers),
+    headersLegacy: null,
+  };
+}
