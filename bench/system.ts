@@ -47,8 +47,8 @@ import { formatSummary, summarise, type ProfileSummary } from './profile-summary
 /** Summaries of the service's CPU profile for the load window, one per process and thread. */
 /**
  * CPU per delivery of the service and of each database process as a share of the Temporal
- * server's, from one run's CPU seconds (so the machine's speed cancels out): the efficiency
- * targets of issue 15 (service at most 0.35, PGlite at most 0.25). Undefined without a
+ * server's, from one run's CPU seconds (so the machine's speed cancels out): the
+ * efficiency targets (service at most 0.35, PGlite at most 0.25). Undefined without a
  * measured Temporal server (an external TEMPORAL_ADDRESS).
  */
 function cpuVersusTemporal(cpuSeconds: Record<string, number>, serviceSeconds: number): Record<string, number> | undefined {
