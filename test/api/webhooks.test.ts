@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eq } from 'drizzle-orm';
 import { webhooks } from '../../src/db/schema.ts';
 import { startHarness, type Harness } from '../support/harness.ts';
+import { openWebhookSecret } from '../../src/webhook-secrets.ts';
 
 const BASE = '/api-gateway/v2';
 const ISO_UTC = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
@@ -67,7 +68,7 @@ describe('POST /webhooks', () => {
     const [row] = await h.db.select().from(webhooks).where(eq(webhooks.id, created.id));
     expect(row!.secretSealed).not.toContain(created.secret);
     expect(row!.secretSealed).toMatch(/^v1:[0-9a-f]{8}:/);
-    expect(h.secretBox.open(row!.secretSealed)).toBe(created.secret);
+    expect(openWebhookSecret(h.secretBox, row!)).toBe(created.secret);
   });
 
   it.each([
@@ -238,7 +239,7 @@ describe('POST /webhooks/{id}/rotate-secret', () => {
     expect(response.body.data.secret).not.toBe(created.secret);
     expect(response.body.message).toMatch(/shown only once/);
     const [row] = await h.db.select().from(webhooks).where(eq(webhooks.id, created.id));
-    expect(h.secretBox.open(row!.secretSealed)).toBe(response.body.data.secret);
+    expect(openWebhookSecret(h.secretBox, row!)).toBe(response.body.data.secret);
   });
 });
 

@@ -90,8 +90,8 @@ describe('npm run cli -- events purge', () => {
     const none = await runCli(['events', 'purge', '--project', projectB, '--id', 'doc-5'], env);
     expect(none).toMatchObject({ code: 0, stdout: `No event of project ${projectB} matches; nothing erased.\n` });
     const usage = await runCli(['events', 'purge', '--project', projectA, '--id', 'doc-5', '--request-id', 'req-five'], env);
-    expect(usage.code).toBe(1);
-    expect(usage.stderr).toMatch(/^error: usage: events purge --project <id> \(--id <producer event id> \| --request-id <data.request_id>\)/);
+    expect(usage.code).toBe(2);
+    expect(usage.stderr).toMatch(/^usage: events purge --project <id> \(--id <producer event id> \| --request-id <data.request_id>\)/);
   });
 });
 

@@ -119,12 +119,12 @@ describe('the retention sweep deletes exactly what is past the period', () => {
     expect(after.events).toContain(seeded.mixed.eventId);
   });
 
-  it('refuses a bad duration or batch size with one clear line', async () => {
+  it('refuses a bad duration or batch size with one clear line (a usage error: exit 2)', async () => {
     const badDuration = await runCli(['retention', 'run', '--older-than', '30 days'], database.cliEnv);
-    expect(badDuration.code).toBe(1);
+    expect(badDuration.code).toBe(2);
     expect(badDuration.stderr.split('\n')[0]).toBe('error: --older-than must be a duration such as 30d, 12h, 15m or 90s');
     const badBatch = await runCli(['retention', 'run', '--batch-size', '0'], database.cliEnv);
-    expect(badBatch.code).toBe(1);
+    expect(badBatch.code).toBe(2);
     expect(badBatch.stderr.split('\n')[0]).toBe('error: --batch-size must be a whole number from 1 to 100000');
   });
 });
