@@ -20,7 +20,7 @@ export interface CeilingOptions {
   caFile: string;
   secret: string;
   durationS: number;
-  /** Sends in flight at once (the sender's agent keeps up to 50 sockets per host). */
+  /** Sends in flight at once (the sender's agent opens a socket for each; places per endpoint are not modelled here). */
   concurrency: number;
   timeoutMs: number;
   /** Give the sender the CA as its `ca` option (as the worker does with DELIVERY_CA_FILE); else NODE_EXTRA_CA_CERTS is set. */

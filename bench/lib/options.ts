@@ -71,7 +71,7 @@ Noisy neighbour:
 Ceiling:
   --ceiling             measure the send path alone: createSender + buildNotificationHeaders/Body,
                         no Temporal, no database, to the same receiver, for --duration seconds
-  --ceiling-concurrency <n>  sends in flight [50, the sender's sockets per host]
+  --ceiling-concurrency <n>  sends in flight [50]
 
 DATABASE_URL / TEMPORAL_ADDRESS in the environment are passed to the service (mode "external").`;
 

@@ -10,6 +10,7 @@ import { deliveries, deliveryAttempts, webhooks } from '../../src/db/schema.ts';
 import { retrySignal } from '../../workflows/delivery.ts';
 import { docauthData, startHarness, type Harness } from '../support/harness.ts';
 import { peakConcurrency, startHttpsReceiver, type HttpsReceiver } from '../support/https-receiver.ts';
+import { waitFor } from '../faults/wait.ts';
 import { BASE, createWebhookFor, publishFor, waitForDelivery } from './support.ts';
 
 let h: Harness;
@@ -30,14 +31,6 @@ beforeEach(() => {
 
 const requestsFor = (deliveryId: string) => receiver.requests.filter((request) => request.headers['x-service-delivery-id'] === deliveryId);
 
-async function firstAttemptOut(deliveryId: string): Promise<void> {
-  const deadline = Date.now() + 20_000;
-  while (requestsFor(deliveryId).length === 0) {
-    if (Date.now() > deadline) throw new Error(`no attempt of ${deliveryId} arrived`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
-
 /**
  * Publishes to a fresh webhook, lets `interrupt` act while the first attempt hangs at the
  * receiver, and checks that the second request came only after the first had ended.
@@ -45,7 +38,7 @@ async function firstAttemptOut(deliveryId: string): Promise<void> {
 async function interruptRunningAttempt(interrupt: (webhook: { token: string; webhookId: string; deliveryId: string }) => Promise<void>) {
   const { key, webhookId } = await createWebhookFor(h, receiver.url);
   const [deliveryId] = (await publishFor(h, key.projectId)).delivery_ids;
-  await firstAttemptOut(deliveryId!);
+  await waitFor('the first attempt to be out', () => requestsFor(deliveryId!).length > 0, { timeoutMs: 20_000, intervalMs: 50 });
   await interrupt({ token: key.token, webhookId, deliveryId: deliveryId! });
   await waitForDelivery(h, key.token, webhookId, deliveryId!, (d) => d.status === 'delivered');
   const requests = requestsFor(deliveryId!);

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { waitFor } from '../faults/wait.ts';
 import { BASE, createWebhookFor, publishFor, waitForDelivery } from '../delivery/support.ts';
 import { startHarness, type Harness } from '../support/harness.ts';
 import { peakConcurrency, startHttpsReceiver, type HttpsReceiver, type ReceiverBehaviour } from '../support/https-receiver.ts';
@@ -32,14 +33,6 @@ const requestsTo = (endpoint: string) => receiver.requests.filter((request) => r
 const requestsFor = (deliveryId: string) => receiver.requests.filter((request) => request.headers['x-service-delivery-id'] === deliveryId);
 const webhookOf = async (token: string, id: string) => (await h.request('GET', `${BASE}/webhooks/${id}`, { token })).body.data;
 
-async function until(what: string, predicate: () => boolean | Promise<boolean>, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await predicate())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
-
 describe('isolation', () => {
   it("holds a hanging endpoint to its places, delivers another project's events meanwhile, and spends no attempt on waiting", async () => {
     endpoints.set('hang', () => 'hang');
@@ -47,7 +40,7 @@ describe('isolation', () => {
     const healthy = await createWebhookFor(h, `${receiver.url}/ok`);
     const waiting: string[] = [];
     for (let i = 0; i < 6; i += 1) waiting.push(...(await publishFor(h, hanging.key.projectId)).delivery_ids);
-    await until('the hanging endpoint to hold its places', () => requestsTo('hang').length >= MAX_IN_FLIGHT);
+    await waitFor('the hanging endpoint to hold its places', () => requestsTo('hang').length >= MAX_IN_FLIGHT, { intervalMs: 100 });
 
     const healthyIds: string[] = [];
     for (let i = 0; i < 5; i += 1) healthyIds.push(...(await publishFor(h, healthy.key.projectId)).delivery_ids);
@@ -71,7 +64,7 @@ describe('isolation', () => {
     const { key, webhookId } = await createWebhookFor(h, `${receiver.url}/down`);
     const ids: string[] = [];
     for (let i = 0; i < 4; i += 1) ids.push(...(await publishFor(h, key.projectId)).delivery_ids);
-    await until('the circuit to open', async () => (await webhookOf(key.token, webhookId)).circuit_state === 'open');
+    await waitFor('the circuit to open', async () => (await webhookOf(key.token, webhookId)).circuit_state === 'open', { intervalMs: 100 });
     const opened = await webhookOf(key.token, webhookId);
     expect(opened).toMatchObject({ circuit_state: 'open', circuit_opened_at: expect.any(String), consecutive_failures: expect.any(Number) });
     expect(opened.consecutive_failures).toBeGreaterThanOrEqual(BREAKER_THRESHOLD);
