@@ -5,13 +5,11 @@
 //   node scripts/temporal-tools.mjs            the CLI (`npm start` and `npm test` run this first)
 //   node scripts/temporal-tools.mjs --cluster  also the server, temporal-sql-tool, the Web UI server
 //                                              and the schemas (`npm run cluster -- up` runs this)
-import { execFileSync, spawnSync } from 'node:child_process';
-import { accessSync, chmodSync, constants, cpSync, existsSync, mkdirSync, readdirSync, renameSync, rmSync, statSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { chmodSync, cpSync, existsSync, readdirSync, renameSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-
-const projectRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const BIN_DIR = path.join(projectRoot, '.tools', 'bin');
+import { BIN_DIR, ensureGoBinaries, isExecutable, missingGoMessage, onPath, projectRoot } from './go-tools.mjs';
 
 /**
  * The pinned Go modules and the binaries built from each. The server, the SQL tool and the UI
@@ -53,22 +51,6 @@ export const TEMPORAL_SCHEMA_DIR = path.join(
   'v12',
 );
 
-function isExecutable(file) {
-  try {
-    accessSync(file, constants.X_OK);
-    return statSync(file).isFile();
-  } catch {
-    return false;
-  }
-}
-
-function onPath(command) {
-  for (const dir of (process.env.PATH ?? '').split(path.delimiter)) {
-    if (dir && isExecutable(path.join(dir, command))) return path.join(dir, command);
-  }
-  return undefined;
-}
-
 /**
  * The Temporal CLI to use: `explicitPath` (TEMPORAL_CLI_PATH) if given, else `temporal`
  * on PATH, else the cached build in .tools/bin; undefined when there is none.
@@ -81,44 +63,6 @@ export function findTemporalCli(explicitPath) {
     return explicitPath;
   }
   return onPath('temporal') ?? (isExecutable(CACHED_CLI_PATH) ? CACHED_CLI_PATH : undefined);
-}
-
-/** The module version `go version -m` reads from a Go binary, or undefined. */
-function builtVersion(go, binary, module) {
-  try {
-    const info = execFileSync(go, ['version', '-m', binary], { encoding: 'utf8' });
-    return new RegExp(`^\\s*mod\\s+${module.replaceAll('.', '\\.')}\\s+(\\S+)`, 'm').exec(info)?.[1];
-  } catch {
-    return undefined;
-  }
-}
-
-/** True when every binary of the module is in .tools/bin at the pinned version (any version when Go is missing). */
-function isCurrent(go, spec) {
-  return Object.keys(spec.binaries).every((name) => {
-    const file = path.join(BIN_DIR, name);
-    if (!isExecutable(file)) return false;
-    return !go || builtVersion(go, file, spec.module) === spec.version;
-  });
-}
-
-/** `go install` of a module's binaries into a scratch GOBIN, then each renamed into .tools/bin. */
-function build(go, key, spec) {
-  const scratch = path.join(projectRoot, '.tools', 'build', key);
-  rmSync(scratch, { recursive: true, force: true });
-  mkdirSync(scratch, { recursive: true });
-  mkdirSync(BIN_DIR, { recursive: true });
-  const packages = Object.values(spec.binaries).map((pkg) => `${pkg}@${spec.version}`);
-  console.error(`Building ${spec.module} ${spec.version} (${Object.keys(spec.binaries).join(', ')}) into .tools/bin; a few minutes the first time…`);
-  const result = spawnSync(go, ['install', ...packages], {
-    env: { ...process.env, GOBIN: scratch, GOFLAGS: '-mod=mod' },
-    stdio: ['ignore', 'inherit', 'inherit'],
-  });
-  if (result.status !== 0) throw new Error(`go install ${packages.join(' ')} failed (exit ${result.status ?? result.signal})`);
-  for (const [name, pkg] of Object.entries(spec.binaries)) {
-    renameSync(path.join(scratch, path.basename(pkg)), path.join(BIN_DIR, name));
-  }
-  rmSync(scratch, { recursive: true, force: true });
 }
 
 /** Copies the server module's PostgreSQL schemas out of the Go module cache (read-only there). */
@@ -150,28 +94,14 @@ function makeWritable(dir) {
  * @returns {Record<string, string>} binary name -> path
  */
 export function ensureTemporalTools(keys) {
-  const go = onPath('go');
-  for (const key of keys) {
-    const spec = TEMPORAL_MODULES[key];
-    if (isCurrent(go, spec)) continue;
-    if (!go) throw new Error(missingGoMessage(keys));
-    build(go, key, spec);
-  }
+  const specs = keys.map((key) => TEMPORAL_MODULES[key]);
+  const paths = ensureGoBinaries(specs);
   if (keys.includes('server') && !existsSync(TEMPORAL_SCHEMA_DIR)) {
-    if (!go) throw new Error(missingGoMessage(keys));
+    const go = onPath('go');
+    if (!go) throw new Error(missingGoMessage(specs));
     copySchemas(go);
   }
-  return Object.fromEntries(
-    keys.flatMap((key) => Object.keys(TEMPORAL_MODULES[key].binaries)).map((name) => [name, path.join(BIN_DIR, name)]),
-  );
-}
-
-function missingGoMessage(keys) {
-  const modules = keys.map((key) => `${TEMPORAL_MODULES[key].module}@${TEMPORAL_MODULES[key].version}`).join(', ');
-  return (
-    `Go is not installed, and it is needed once to build ${modules} into .tools/bin. ` +
-    'Install Go >= 1.25 (https://go.dev/dl/ or your package manager) and run this again.'
-  );
+  return paths;
 }
 
 /**
