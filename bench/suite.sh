@@ -5,7 +5,10 @@
 #
 #   bash bench/suite.sh [set]      set: core (default), load, fanout, compare, all;
 #                                  topology (the dev server against the production topology of
-#                                  npm run cluster, interleaved in one session; not part of all)
+#                                  npm run cluster, interleaved in one session; not part of all);
+#                                  scale-out (1, 2 and 4 worker replicas of the production topology
+#                                  at 4 history shards, interleaved, and the service's PostgreSQL load
+#                                  per delivery; not part of all)
 #
 # Results go to bench/results/suite-<time>/ (JSON + SVG per run, and suite.log).
 set -u
@@ -94,6 +97,12 @@ topology)
   for shards in 1 4 16; do run "r20-cluster-w2-s$shards" --rate 20 --duration 30 --cluster --history-shards "$shards"; done
   run r10-embedded --rate 10 --duration 30
   run r10-cluster-w2-s4 --rate 10 --duration 30 --cluster
+  ;;
+scale-out)
+  for round in 1 2; do
+    for workers in 1 2 4; do run "max-cluster-w$workers-s4-$round" --rate max --duration 45 --cluster --workers "$workers" --history-shards 4; done
+  done
+  run r20-devserver-postgres --rate 20 --duration 45 --own-temporal --postgres
   ;;
 esac
 echo "results in $OUT" | tee -a "$LOG"
