@@ -1,3 +1,5 @@
+import { createPrivateKey, X509Certificate, type KeyObject } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
 import { formatDuration, parseDuration } from './duration.ts';
@@ -40,7 +42,7 @@ const optionalString = z
   .optional()
   .transform((value) => (value === undefined || value.trim() === '' ? undefined : value));
 
-const environmentSchema = z.object({
+const environmentVariables = z.object({
   PORT: port.default(8080),
   HOST: z.string().min(1).default('127.0.0.1'),
   PUBLIC_URL: optionalString.pipe(
@@ -65,12 +67,19 @@ const environmentSchema = z.object({
       .regex(/^(\[[0-9A-Fa-f:.]+\]|[^\s:/[\]]+):\d{1,5}$/, 'must be host:port, for example temporal:7233')
       .optional(),
   ),
+  TEMPORAL_TLS: booleanFromString.optional(),
+  TEMPORAL_TLS_CLIENT_CERT_PATH: optionalString,
+  TEMPORAL_TLS_CLIENT_KEY_PATH: optionalString,
+  TEMPORAL_TLS_SERVER_CA_CERT_PATH: optionalString,
+  TEMPORAL_TLS_SERVER_NAME: optionalString,
+  TEMPORAL_API_KEY: optionalString,
   TEMPORAL_NAMESPACE: z.string().min(1).default('default'),
   TEMPORAL_TASK_QUEUE: z.string().min(1).default('webhook-deliveries'),
   WORKER_MAX_CACHED_WORKFLOWS: z.coerce.number().int().min(0).max(100_000).default(250),
   TEMPORAL_PORT: port.default(7233),
   TEMPORAL_UI_PORT: port.default(8233),
   CLUSTER_POSTGRES_PORT: port.default(5434),
+  CLUSTER_TLS: booleanFromString.default(false),
   TEMPORAL_CLI_PATH: optionalString,
   METRICS_PORT: port.default(9464),
   METRICS_HOST: z.string().min(1).default('127.0.0.1'),
@@ -122,6 +131,102 @@ const environmentSchema = z.object({
   RETENTION_SWEEP_INTERVAL: duration(60_000).prefault('1h'),
 });
 
+const environmentSchema = environmentVariables.transform((env, context) => ({ ...env, temporalTls: temporalTls(env, context) }));
+
+/** How the service reaches TEMPORAL_ADDRESS over TLS: the files' contents, read and checked once at start. */
+export interface TemporalTls {
+  /** PEM of the CA(s) that signed the server's certificate; undefined: the system's CAs. */
+  serverCaCertificate?: Buffer;
+  /** The name the server's certificate must carry, when it is not the host of TEMPORAL_ADDRESS. */
+  serverName?: string;
+  /** PEM of this service's client certificate and private key, for mutual TLS. */
+  client?: { certificate: Buffer; key: Buffer };
+}
+
+const PEM_CERTIFICATE = /-----BEGIN CERTIFICATE-----[^-]+-----END CERTIFICATE-----/g;
+
+/**
+ * TEMPORAL_TLS* and TEMPORAL_API_KEY as Temporal's own environment configuration reads them: any
+ * of them turns TLS on (TEMPORAL_TLS=false keeps an API key on plaintext). The files are read
+ * here, so that a missing, unreadable or mismatched one stops start-up naming its variable.
+ */
+function temporalTls(env: z.infer<typeof environmentVariables>, context: z.RefinementCtx): TemporalTls | undefined {
+  const problem: Problem = (variable, message) => context.addIssue({ code: 'custom', path: [variable], message });
+  const configured = (
+    ['TEMPORAL_TLS_CLIENT_CERT_PATH', 'TEMPORAL_TLS_CLIENT_KEY_PATH', 'TEMPORAL_TLS_SERVER_CA_CERT_PATH', 'TEMPORAL_TLS_SERVER_NAME', 'TEMPORAL_API_KEY'] as const
+  ).filter((name) => env[name]);
+  if (!env.TEMPORAL_ADDRESS && (env.TEMPORAL_TLS || configured.length > 0)) {
+    problem('TEMPORAL_ADDRESS', `must be set with ${env.TEMPORAL_TLS ? 'TEMPORAL_TLS' : configured.join(', ')}: the embedded Temporal dev server speaks plaintext`);
+    return undefined;
+  }
+  const tlsSettings = configured.filter((name) => name !== 'TEMPORAL_API_KEY');
+  if (env.TEMPORAL_TLS === false) {
+    if (tlsSettings.length > 0) problem('TEMPORAL_TLS', `is false, yet ${tlsSettings.join(', ')} ask for TLS: unset one or the other`);
+    return undefined;
+  }
+  if (!env.TEMPORAL_TLS && configured.length === 0) return undefined;
+
+  const tls: TemporalTls = {};
+  if (env.TEMPORAL_TLS_SERVER_CA_CERT_PATH) {
+    tls.serverCaCertificate = readCertificates('TEMPORAL_TLS_SERVER_CA_CERT_PATH', env.TEMPORAL_TLS_SERVER_CA_CERT_PATH, problem)?.pem;
+  }
+  if (env.TEMPORAL_TLS_SERVER_NAME) tls.serverName = env.TEMPORAL_TLS_SERVER_NAME;
+  const certPath = env.TEMPORAL_TLS_CLIENT_CERT_PATH;
+  const keyPath = env.TEMPORAL_TLS_CLIENT_KEY_PATH;
+  if (certPath && !keyPath) problem('TEMPORAL_TLS_CLIENT_KEY_PATH', 'must be set with TEMPORAL_TLS_CLIENT_CERT_PATH: the private key of the client certificate');
+  if (keyPath && !certPath) problem('TEMPORAL_TLS_CLIENT_CERT_PATH', 'must be set with TEMPORAL_TLS_CLIENT_KEY_PATH: the client certificate of that private key');
+  if (certPath && keyPath) {
+    const certificate = readCertificates('TEMPORAL_TLS_CLIENT_CERT_PATH', certPath, problem);
+    const key = readPrivateKey('TEMPORAL_TLS_CLIENT_KEY_PATH', keyPath, problem);
+    if (certificate && key) {
+      // The first certificate of the file is the client's own; any others are intermediates.
+      if (certificate.certificates[0]!.checkPrivateKey(key.object)) tls.client = { certificate: certificate.pem, key: key.pem };
+      else problem('TEMPORAL_TLS_CLIENT_KEY_PATH', `the key in ${keyPath} does not belong to the certificate in ${certPath} (TEMPORAL_TLS_CLIENT_CERT_PATH)`);
+    }
+  }
+  return tls;
+}
+
+type Problem = (variable: string, message: string) => void;
+
+function readFile(variable: string, file: string, problem: Problem): Buffer | undefined {
+  try {
+    return readFileSync(file);
+  } catch (error) {
+    const { code, message } = error as NodeJS.ErrnoException;
+    problem(variable, code === 'ENOENT' ? `${file} does not exist` : `cannot read ${file}: ${message}`);
+    return undefined;
+  }
+}
+
+/** The PEM certificates of a file (a certificate, then any intermediates; or a CA bundle). */
+function readCertificates(variable: string, file: string, problem: Problem): { pem: Buffer; certificates: X509Certificate[] } | undefined {
+  const pem = readFile(variable, file, problem);
+  if (!pem) return undefined;
+  const blocks = pem.toString('latin1').match(PEM_CERTIFICATE);
+  if (!blocks) {
+    problem(variable, `${file} holds no PEM certificate (-----BEGIN CERTIFICATE-----)`);
+    return undefined;
+  }
+  try {
+    return { pem, certificates: blocks.map((block) => new X509Certificate(block)) };
+  } catch (error) {
+    problem(variable, `${file} holds a certificate that does not parse: ${(error as Error).message}`);
+    return undefined;
+  }
+}
+
+function readPrivateKey(variable: string, file: string, problem: Problem): { pem: Buffer; object: KeyObject } | undefined {
+  const pem = readFile(variable, file, problem);
+  if (!pem) return undefined;
+  try {
+    return { pem, object: createPrivateKey(pem) };
+  } catch (error) {
+    problem(variable, `${file} holds no unencrypted PEM private key (${(error as Error).message})`);
+    return undefined;
+  }
+}
+
 /** The service configuration, parsed once from the environment. */
 export type Config = ReturnType<typeof toConfig>;
 
@@ -155,10 +260,16 @@ function toConfig(env: z.infer<typeof environmentSchema>) {
       workflowBundlePath: path.resolve(env.WORKFLOW_BUNDLE_PATH),
       /** Workflows a worker keeps in memory between their tasks; the rest are replayed when they wake. */
       maxCachedWorkflows: env.WORKER_MAX_CACHED_WORKFLOWS,
+      /** TLS to TEMPORAL_ADDRESS (TEMPORAL_TLS*); undefined: plaintext. */
+      tls: env.temporalTls,
+      /** Temporal Cloud API key (TEMPORAL_API_KEY), the Bearer credential of every call. */
+      apiKey: env.TEMPORAL_API_KEY,
     },
     cluster: {
       /** Port of the PostgreSQL server of `npm run cluster` (the production topology on one machine). */
       postgresPort: env.CLUSTER_POSTGRES_PORT,
+      /** The cluster's Temporal frontend requires mutual TLS, with certificates made in DATA_DIR/cluster/tls. */
+      tls: env.CLUSTER_TLS,
     },
     metrics: {
       /** Port of this process's /metrics server, apart from the API's port. */

@@ -9,6 +9,7 @@ import { openDatabase, type DatabaseHandle } from './db/client.ts';
 import { spawnEmbeddedPostgres } from './db/embedded.ts';
 import { createMetrics, serveMetrics } from './metrics.ts';
 import { loadSecretBox } from './service-secrets.ts';
+import { connectToTemporal } from './temporal/connection.ts';
 import { startDevServer } from './temporal/dev-server.ts';
 import { DeliveryScheduler } from './temporal/scheduler.ts';
 import { installTemporalRuntime } from './temporal/runtime.ts';
@@ -113,7 +114,7 @@ export async function startService(config: Config, role: Role, logger: Logger): 
     }
     // One native (Rust core) connection for the client and the worker: workflow starts cost the
     // API no JavaScript gRPC stack, and a worker in this process takes their first task eagerly.
-    const connection = await NativeConnection.connect({ address: temporalAddress });
+    const connection = await connectToTemporal(temporalAddress, config.temporal, (options) => NativeConnection.connect(options));
     closer.add('Temporal connection', () => connection.close());
     const client = new Client({ connection, namespace: config.temporal.namespace });
     const scheduler = new DeliveryScheduler(client, config.temporal.taskQueue, {

@@ -1,7 +1,10 @@
-import { spawnSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError, parseConfig } from '../src/config.ts';
+import { temporalConnectionOptions } from '../src/temporal/connection.ts';
 import { MAX_DELIVERY_TIMEOUT_MS, SEND_HEARTBEAT_TIMEOUT_MS, SEND_START_TO_CLOSE_MS } from '../workflows/send-limits.ts';
 
 const projectRoot = path.resolve(import.meta.dirname, '..');
@@ -167,6 +170,71 @@ describe('parseConfig', () => {
     for (const variable of ['PORT', 'LOG_LEVEL', 'DATABASE_URL', 'DELIVERY_TIMEOUT_MS']) {
       expect(error.message).toMatch(new RegExp(`^  ${variable}: `, 'm'));
     }
+  });
+});
+
+describe('TLS to TEMPORAL_ADDRESS (TEMPORAL_TLS*, TEMPORAL_API_KEY)', () => {
+  const ADDRESS = 'webhooks.a1b2c.tmprl.cloud:7233';
+  let dir: string;
+  /** Two sets of make-certificates.sh's files, each of its own CA. */
+  let files: (set: 'a' | 'b', name: 'ca.pem' | 'client.pem' | 'client.key') => string;
+
+  beforeAll(() => {
+    dir = mkdtempSync(path.join(os.tmpdir(), 'webhooks-temporal-tls-'));
+    for (const set of ['a', 'b']) execFileSync('sh', [path.join(projectRoot, 'deploy/temporal/make-certificates.sh'), path.join(dir, set)], { stdio: 'ignore' });
+    files = (set, name) => path.join(dir, set, name);
+    writeFileSync(path.join(dir, 'garbled.pem'), '-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydGlmaWNhdGU=\n-----END CERTIFICATE-----\n');
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  const mutualTls = () => ({
+    TEMPORAL_ADDRESS: ADDRESS,
+    TEMPORAL_TLS_CLIENT_CERT_PATH: files('a', 'client.pem'),
+    TEMPORAL_TLS_CLIENT_KEY_PATH: files('a', 'client.key'),
+    TEMPORAL_TLS_SERVER_CA_CERT_PATH: files('a', 'ca.pem'),
+  });
+
+  it('connects in plaintext unless a variable asks for TLS; an API key asks for it unless TEMPORAL_TLS=false', () => {
+    const options = (env: NodeJS.ProcessEnv) => temporalConnectionOptions(ADDRESS, parseConfig({ TEMPORAL_ADDRESS: ADDRESS, ...env }).temporal);
+
+    expect(options({})).toEqual({ address: ADDRESS });
+    expect(options({ TEMPORAL_TLS: 'true' })).toEqual({ address: ADDRESS, tls: {} });
+    expect(options({ TEMPORAL_API_KEY: 'key-1' })).toEqual({ address: ADDRESS, tls: {}, apiKey: 'key-1' });
+    expect(options({ TEMPORAL_API_KEY: 'key-1', TEMPORAL_TLS: 'false' })).toEqual({ address: ADDRESS, apiKey: 'key-1' });
+    expect(options({ TEMPORAL_TLS_SERVER_NAME: 'temporal.internal' })).toEqual({ address: ADDRESS, tls: { serverNameOverride: 'temporal.internal' } });
+  });
+
+  it('reads the client certificate, its key and the server CA once, for mutual TLS', () => {
+    const { temporal } = parseConfig({ ...mutualTls(), TEMPORAL_TLS_SERVER_NAME: 'localhost' });
+
+    expect(temporalConnectionOptions(ADDRESS, temporal)).toEqual({
+      address: ADDRESS,
+      tls: {
+        serverRootCACertificate: readFileSync(files('a', 'ca.pem')),
+        serverNameOverride: 'localhost',
+        clientCertPair: { crt: readFileSync(files('a', 'client.pem')), key: readFileSync(files('a', 'client.key')) },
+      },
+    });
+  });
+
+  it.each<[string, (env: ReturnType<typeof mutualTls>) => NodeJS.ProcessEnv, string, RegExp]>([
+    ['a certificate without its key', (env) => ({ ...env, TEMPORAL_TLS_CLIENT_KEY_PATH: '' }), 'TEMPORAL_TLS_CLIENT_KEY_PATH', /must be set with TEMPORAL_TLS_CLIENT_CERT_PATH/],
+    ['a key without its certificate', (env) => ({ ...env, TEMPORAL_TLS_CLIENT_CERT_PATH: undefined }), 'TEMPORAL_TLS_CLIENT_CERT_PATH', /must be set with TEMPORAL_TLS_CLIENT_KEY_PATH/],
+    ['a missing certificate file', (env) => ({ ...env, TEMPORAL_TLS_CLIENT_CERT_PATH: '/nonexistent/client.pem' }), 'TEMPORAL_TLS_CLIENT_CERT_PATH', /\/nonexistent\/client\.pem does not exist/],
+    ['a folder for a file', (env) => ({ ...env, TEMPORAL_TLS_SERVER_CA_CERT_PATH: os.tmpdir() }), 'TEMPORAL_TLS_SERVER_CA_CERT_PATH', /cannot read .*EISDIR/],
+    ['a key where the certificate goes', (env) => ({ ...env, TEMPORAL_TLS_CLIENT_CERT_PATH: env.TEMPORAL_TLS_CLIENT_KEY_PATH }), 'TEMPORAL_TLS_CLIENT_CERT_PATH', /holds no PEM certificate/],
+    ['a certificate where the key goes', (env) => ({ ...env, TEMPORAL_TLS_CLIENT_KEY_PATH: env.TEMPORAL_TLS_CLIENT_CERT_PATH }), 'TEMPORAL_TLS_CLIENT_KEY_PATH', /holds no unencrypted PEM private key/],
+    ['a CA file that is not PEM', (env) => ({ ...env, TEMPORAL_TLS_SERVER_CA_CERT_PATH: path.join(projectRoot, 'package.json') }), 'TEMPORAL_TLS_SERVER_CA_CERT_PATH', /holds no PEM certificate/],
+    ['a PEM block that is no certificate', (env) => ({ ...env, TEMPORAL_TLS_SERVER_CA_CERT_PATH: path.join(dir, 'garbled.pem') }), 'TEMPORAL_TLS_SERVER_CA_CERT_PATH', /holds a certificate that does not parse/],
+    ['the key of another certificate', (env) => ({ ...env, TEMPORAL_TLS_CLIENT_KEY_PATH: files('b', 'client.key') }), 'TEMPORAL_TLS_CLIENT_KEY_PATH', /does not belong to the certificate in .* \(TEMPORAL_TLS_CLIENT_CERT_PATH\)/],
+    ['TLS without TEMPORAL_ADDRESS', (env) => ({ ...env, TEMPORAL_ADDRESS: undefined }), 'TEMPORAL_ADDRESS', /must be set with TEMPORAL_TLS_CLIENT_CERT_PATH, .*: the embedded Temporal dev server speaks plaintext/],
+    ['TEMPORAL_TLS=false with certificates', (env) => ({ ...env, TEMPORAL_TLS: 'false' }), 'TEMPORAL_TLS', /is false, yet TEMPORAL_TLS_CLIENT_CERT_PATH, .* ask for TLS/],
+    ['TEMPORAL_TLS that is no boolean', (env) => ({ ...env, TEMPORAL_TLS: 'yes' }), 'TEMPORAL_TLS', /./],
+  ])('refuses %s at start, naming the variable', (_case, change, variable, message) => {
+    const error = configError(change(mutualTls()));
+
+    const line = error.message.split('\n').find((text) => text.startsWith(`  ${variable}: `));
+    expect(line, error.message).toMatch(message);
   });
 });
 

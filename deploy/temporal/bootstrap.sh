@@ -15,7 +15,10 @@
 #            TEMPORAL_SCHEMA_DIR (/etc/temporal/schema/postgresql/v12, as in admin-tools),
 #            TEMPORAL_SQL_TOOL (temporal-sql-tool)
 # namespace: TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE (default), TEMPORAL_NAMESPACE_RETENTION (7d),
-#            TEMPORAL_CLI (temporal)
+#            TEMPORAL_CLI (temporal); against a frontend that requires TLS, the Temporal CLI reads
+#            TEMPORAL_TLS_CLIENT_CERT_PATH, TEMPORAL_TLS_CLIENT_KEY_PATH,
+#            TEMPORAL_TLS_SERVER_CA_CERT_PATH, TEMPORAL_TLS_SERVER_NAME (and TEMPORAL_API_KEY)
+#            itself, as the service does
 set -eu
 
 # The custom search attributes of delivery workflows (workflows/search-attributes.ts; a test

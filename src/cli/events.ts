@@ -1,11 +1,12 @@
 import { Client, Connection } from '@temporalio/client';
 import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
-import type { Config } from '../config.ts';
+import { ConfigError, type Config } from '../config.ts';
 import { publishEvent } from '../events/publish.ts';
 import { PublishEventSchema } from '../events/schema.ts';
 import { describeZodError } from '../api/validation.ts';
 import { loadSecretBox } from '../service-secrets.ts';
+import { connectToTemporal } from '../temporal/connection.ts';
 import { DeliveryScheduler } from '../temporal/scheduler.ts';
 import { eraseEventPayloads } from '../db/queries/events.ts';
 import { connectDatabase } from './database.ts';
@@ -97,9 +98,10 @@ async function publish(config: Config, rest: string[]): Promise<void> {
   const address = config.temporal.address ?? `127.0.0.1:${config.temporal.port}`;
   let connection: Connection;
   try {
-    connection = await Connection.connect({ address, connectTimeout: 5_000 });
+    connection = await connectToTemporal(address, config.temporal, (options) => Connection.connect({ ...options, connectTimeout: 5_000 }));
   } catch (error) {
     await database.close();
+    if (error instanceof ConfigError) throw error;
     throw new CliError(`cannot reach Temporal at ${address}: ${(error as Error).message}`);
   }
   try {

@@ -25,7 +25,10 @@ Ports and folders come from the service's variables (docs/configuration.md): DAT
 TEMPORAL_PORT (the server uses TEMPORAL_PORT..TEMPORAL_PORT+9), TEMPORAL_UI_PORT, METRICS_PORT,
 TEMPORAL_SDK_METRICS_PORT, CLUSTER_POSTGRES_PORT. The other variables set when up runs reach
 every replica; SECRET_ENCRYPTION_KEY is generated once in DATA_DIR when unset. API replica i
-serves /metrics on METRICS_PORT+2(workers+i), worker i on METRICS_PORT+2i, on METRICS_HOST.`;
+serves /metrics on METRICS_PORT+2(workers+i), worker i on METRICS_PORT+2i, on METRICS_HOST.
+CLUSTER_TLS=true: the Temporal frontend requires mutual TLS, with a CA, server and client
+certificate made once in DATA_DIR/cluster/tls; every replica, the Web UI and the bootstrap
+present the client certificate (status prints the variables a client sets).`;
 
 function fail(message: string, code = 1): never {
   console.error(message);
@@ -67,6 +70,9 @@ function print(result: ClusterStatus, json: boolean): void {
       `Production topology in ${result.dataDir}:`,
       `  API:          ${result.api.map((url) => `${url}/api-gateway/v2`).join('  ')}`,
       `  Temporal:     ${result.temporal}  (Web UI: ${result.ui}, ${result.historyShards} history shards)`,
+      ...(result.temporalEnv.TEMPORAL_TLS_CLIENT_CERT_PATH
+        ? [`  Temporal TLS: mutual; clients set ${Object.entries(result.temporalEnv).map(([name, value]) => `${name}=${value}`).join(' ')}`]
+        : []),
       `  PostgreSQL:   ${result.postgres}`,
       `  Processes:    postgres ${pids('postgres')}, temporal ${pids('temporal')}, ui ${pids('ui')}, api ${pids('api')}, worker ${pids('worker')}`,
       ...(result.stopped.length > 0 ? [`  Not running:  ${result.stopped.map(({ role, index }) => `${role} ${index}`).join(', ')}`] : []),

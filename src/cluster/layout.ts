@@ -45,9 +45,21 @@ export interface ClusterLayout {
   readonly credentialsFile: string;
   readonly postgres: { readonly dataDir: string; readonly socketDir: string; readonly port: number };
   readonly temporal: { readonly ports: TemporalPorts; readonly address: string; readonly metricsUrl: string };
+  /** CLUSTER_TLS: the certificates of the frontend's mutual TLS, in DATA_DIR/cluster/tls (deploy/temporal/make-certificates.sh). */
+  readonly tls?: TlsFiles;
   readonly ui: { readonly port: number; readonly url: string };
   readonly api: readonly { readonly port: number; readonly url: string; readonly metricsPort: number }[];
   readonly workers: readonly { readonly metricsPort: number; readonly sdkMetricsPort: number }[];
+}
+
+/** The files make-certificates.sh writes. */
+export interface TlsFiles {
+  readonly dir: string;
+  readonly caCert: string;
+  readonly serverCert: string;
+  readonly serverKey: string;
+  readonly clientCert: string;
+  readonly clientKey: string;
 }
 
 const LOOPBACK = '127.0.0.1';
@@ -75,6 +87,7 @@ export function clusterLayout(config: Config, counts: ReplicaCounts): ClusterLay
       address: `${LOOPBACK}:${temporalPorts.frontend}`,
       metricsUrl: `http://${LOOPBACK}:${temporalPorts.metrics}/metrics`,
     },
+    ...(config.cluster.tls && { tls: tlsFiles(path.join(root, 'tls')) }),
     ui: { port: config.temporal.uiPort, url: `http://${LOOPBACK}:${config.temporal.uiPort}` },
     // Two ports per worker from each base: 9464/9465, 9466/9467, ...; API replicas' /metrics follow.
     api: Array.from({ length: counts.api }, (_, i) => ({
@@ -86,6 +99,18 @@ export function clusterLayout(config: Config, counts: ReplicaCounts): ClusterLay
       metricsPort: config.metrics.port + 2 * i,
       sdkMetricsPort: config.metrics.sdkPort + 2 * i,
     })),
+  };
+}
+
+function tlsFiles(dir: string): TlsFiles {
+  const file = (name: string) => path.join(dir, name);
+  return {
+    dir,
+    caCert: file('ca.pem'),
+    serverCert: file('server.pem'),
+    serverKey: file('server.key'),
+    clientCert: file('client.pem'),
+    clientKey: file('client.key'),
   };
 }
 

@@ -22,10 +22,12 @@ import {
 } from './postgres.ts';
 import { isRunning, npmScriptProcess, portIsFree, spawnDetached, stopProcess, waitForHttp, waitUntil, type ProcessRecord } from './processes.ts';
 import {
+  makeCertificates,
   setUpNamespace,
   setUpSchema,
   startTemporalServer,
   startUi,
+  temporalClientEnv,
   waitForTemporalServer,
   type TemporalBinaries,
 } from './temporal.ts';
@@ -53,6 +55,8 @@ export interface ClusterStatus {
   dataDir: string;
   api: string[];
   temporal: string;
+  /** What a client of that Temporal sets: TEMPORAL_ADDRESS and, with CLUSTER_TLS, the TEMPORAL_TLS_* of the client certificate. */
+  temporalEnv: Record<string, string>;
   ui: string;
   postgres: string;
   temporalMetrics: string;
@@ -141,7 +145,7 @@ function replicaEnv(base: NodeJS.ProcessEnv, layout: ClusterLayout, databaseUrl:
     ...secrets,
     DATA_DIR: layout.dataDir,
     DATABASE_URL: databaseUrl,
-    TEMPORAL_ADDRESS: layout.temporal.address,
+    ...temporalClientEnv(layout),
   };
 }
 
@@ -194,7 +198,7 @@ export async function up(
     mkdirSync(layout.logDir, { recursive: true });
     const previous = readState(config);
     if (previous && JSON.stringify(previous.layout) !== JSON.stringify(layout) && previous.processes.some(isRunning)) {
-      throw new Error('the cluster runs with other ports or replica counts; stop it first: npm run cluster -- down');
+      throw new Error('the cluster runs with other ports, replica counts or CLUSTER_TLS; stop it first: npm run cluster -- down');
     }
     if (previous && options.historyShards !== undefined && options.historyShards !== previous.historyShards) {
       throw new Error(`this cluster was created with ${previous.historyShards} history shards, which cannot change; use another DATA_DIR for ${options.historyShards}`);
@@ -214,6 +218,7 @@ export async function up(
       await startPostgres(layout, pgBin, path.join(layout.logDir, 'postgres.log'));
     }
     await ensureRolesAndDatabases(layout, credentials);
+    await makeCertificates(layout, path.join(layout.logDir, 'certificates.log'));
 
     const temporalLog = path.join(layout.logDir, 'temporal.log');
     const bootstrapLog = path.join(layout.logDir, 'bootstrap.log');
@@ -267,6 +272,7 @@ function statusOf(state: ClusterState, credentials = loadCredentials(state.layou
     dataDir: layout.dataDir,
     api: layout.api.map((api) => api.url),
     temporal: layout.temporal.address,
+    temporalEnv: temporalClientEnv(layout),
     ui: layout.ui.url,
     postgres: webhooksDatabaseUrl(layout, credentials),
     temporalMetrics: layout.temporal.metricsUrl,

@@ -2,14 +2,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client } from '@temporalio/client';
 import { NativeConnection } from '@temporalio/worker';
 import { eq } from 'drizzle-orm';
-import { inject } from 'vitest';
 import { createApp } from '../../src/app.ts';
 import { deliveries, deliveryAttempts, events, webhooks, type DeliveryRow } from '../../src/db/schema.ts';
 import { newId } from '../../src/ids.ts';
 import { createLogger } from '../../src/logger.ts';
 import { createMetrics } from '../../src/metrics.ts';
 import { DeliveryScheduler } from '../../src/temporal/scheduler.ts';
-import { docauthData, startHarness, type Harness } from '../support/harness.ts';
+import { connectToTestTemporal, docauthData, startHarness, type Harness } from '../support/harness.ts';
 
 const BASE = '/api-gateway/v2';
 const HOUR_AGO = Date.now() - 3_600_000;
@@ -476,7 +475,7 @@ describe('POST /webhooks/{id}/deliveries/{delivery_id}/retry', () => {
     const [row] = await insertDeliveries(webhookId, [
       { at: HOUR_AGO, status: 'dead_letter', attemptCount: 5, lastError: 'HTTP 500', lastStatusCode: 500 },
     ]);
-    const connection = await NativeConnection.connect({ address: inject('temporalAddress') });
+    const connection = await connectToTestTemporal((options) => NativeConnection.connect(options));
     const closedClient = new Client({ connection });
     await connection.close();
     const logs: string[] = [];

@@ -2,14 +2,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { serve } from '@hono/node-server';
 import { Client, Connection } from '@temporalio/client';
 import type { AddressInfo } from 'node:net';
-import { inject } from 'vitest';
 import { createApp, OPENAPI_PATH } from '../../src/app.ts';
 import type { AppDeps } from '../../src/api/env.ts';
 import { createApiKey } from '../../src/db/queries/api-keys.ts';
 import { createLogger } from '../../src/logger.ts';
 import { createMetrics } from '../../src/metrics.ts';
 import { openTestDatabase } from '../support/database.ts';
-import { docauthData, startHarness, type Harness, type TestResponse } from '../support/harness.ts';
+import { connectToTestTemporal, docauthData, startHarness, type Harness, type TestResponse } from '../support/harness.ts';
 
 const BASE = '/api-gateway/v2';
 const GENERATED_REQUEST_ID = /^req_[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
@@ -237,7 +236,7 @@ describe('health checks', () => {
   });
 
   it('answers GET /readyz with 503 naming temporal when its connection is closed', async () => {
-    const connection = await Connection.connect({ address: inject('temporalAddress') });
+    const connection = await connectToTestTemporal((options) => Connection.connect(options));
     const client = new Client({ connection });
     await connection.close();
     const app = createApp(isolatedDeps({ temporal: client }, []));

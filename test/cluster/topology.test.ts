@@ -2,26 +2,38 @@
  * `npm run cluster`: the production topology (PostgreSQL, the Temporal server on it, the Web UI,
  * two API and two worker replicas, each its own process) brought up, used end to end through
  * both API replicas (the API, and the customer portal in Chromium), taken down and brought up
- * again on its data.
+ * again on its data. With CLUSTER_TLS=true (as CI runs it), its Temporal frontend requires mutual
+ * TLS: every part of the topology goes through it with the client certificate, and clients
+ * without it, or with a wrong one, are refused.
  */
 import { Client, Connection } from '@temporalio/client';
+import { NativeConnection } from '@temporalio/worker';
 import { execFile } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { boundPorts, type ClusterLayout } from '../../src/cluster/layout.ts';
 import { portIsFree, processStartTime } from '../../src/cluster/processes.ts';
+import type { ClusterStatus } from '../../src/cluster/topology.ts';
+import { ConfigError, parseConfig } from '../../src/config.ts';
 import { verifyWebhook } from '../../src/receiver/index.ts';
 import { randomToken } from '../../src/secrets.ts';
+import { connectToTemporal } from '../../src/temporal/connection.ts';
 import { launchChromium, openPortalLink } from '../support/browser.ts';
 import { startClusterTopology, type ClusterHandle } from '../support/cluster.ts';
 import { docauthData } from '../support/event-data.ts';
 import { call as httpCall, type HttpAnswer } from '../support/http.ts';
 import { startHttpsReceiver, type HttpsReceiver, type ReceivedRequest } from '../support/https-receiver.ts';
+import { freePort } from '../support/ports.ts';
+import { serviceNodeFlags } from '../support/service-command.ts';
 
 const run = promisify(execFile);
+const REPO_ROOT = path.resolve(import.meta.dirname, '../..');
 const PRODUCER_TOKEN = `ptk_${randomToken(32)}`;
+/** CLUSTER_TLS of the run: the topology's frontend requires mutual TLS. */
+const TLS = parseConfig(process.env).cluster.tls;
 
 let cluster: ClusterHandle;
 let receiver: HttpsReceiver;
@@ -51,6 +63,11 @@ function environmentOf(pid: number): Record<string, string> {
       .filter(Boolean)
       .map((entry) => [entry.slice(0, entry.indexOf('=')), entry.slice(entry.indexOf('=') + 1)]),
   );
+}
+
+/** A client of the topology's Temporal, connected with the variables `status` prints for clients. */
+function connectClient(status: ClusterStatus): Promise<Connection> {
+  return connectToTemporal(status.temporal, parseConfig(status.temporalEnv).temporal, (options) => Connection.connect(options));
 }
 
 const requestsFor = (deliveryId: string): ReceivedRequest[] =>
@@ -84,6 +101,16 @@ describe('npm run cluster', () => {
     expect(status.api).toHaveLength(2);
     expect(new URL(status.api[1]!).port).toBe(String(Number(new URL(status.api[0]!).port) + 1));
     expect(status.temporal).toMatch(/^127\.0\.0\.1:\d+$/);
+    const tlsDir = path.join(cluster.dataDir, 'cluster', 'tls');
+    expect(status.temporalEnv).toEqual({
+      TEMPORAL_ADDRESS: status.temporal,
+      ...(TLS && {
+        TEMPORAL_TLS_SERVER_CA_CERT_PATH: path.join(tlsDir, 'ca.pem'),
+        TEMPORAL_TLS_CLIENT_CERT_PATH: path.join(tlsDir, 'client.pem'),
+        TEMPORAL_TLS_CLIENT_KEY_PATH: path.join(tlsDir, 'client.key'),
+        TEMPORAL_TLS_SERVER_NAME: 'localhost',
+      }),
+    });
     expect(status.ui).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
     expect(status.postgres).toMatch(/^postgres:\/\/webhooks:[^@]+@127\.0\.0\.1:\d+\/webhooks$/);
     expect(status.stopped).toEqual([]);
@@ -121,7 +148,7 @@ describe('npm run cluster', () => {
         EVENT_PRODUCER_TOKEN: PRODUCER_TOKEN,
         SECRET_ENCRYPTION_KEY: generatedKey,
         DATABASE_URL: status.postgres,
-        TEMPORAL_ADDRESS: status.temporal,
+        ...status.temporalEnv,
         DATA_DIR: cluster.dataDir,
       });
     }
@@ -211,7 +238,7 @@ describe('npm run cluster', () => {
   });
 
   it('finds the deliveries by WebhookId in Temporal, through the server and through its Web UI', async () => {
-    const connection = await Connection.connect({ address: cluster.status.temporal });
+    const connection = await connectClient(cluster.status);
     try {
       const client = new Client({ connection });
       const ids = await poll('visibility', async () => {
@@ -284,6 +311,96 @@ describe('npm run cluster', () => {
     }
   });
 
+  describe.runIf(TLS)("the frontend's mutual TLS (CLUSTER_TLS)", () => {
+    /** Certificates of another CA, made as the cluster makes its own. */
+    let foreignDir: string;
+    const tlsFile = (name: 'TEMPORAL_TLS_SERVER_CA_CERT_PATH' | 'TEMPORAL_TLS_CLIENT_CERT_PATH' | 'TEMPORAL_TLS_CLIENT_KEY_PATH') =>
+      cluster.status.temporalEnv[name]!;
+
+    beforeAll(async () => {
+      foreignDir = mkdtempSync(path.join(os.tmpdir(), 'webhooks-foreign-ca-'));
+      await run('sh', [path.join(REPO_ROOT, 'deploy/temporal/make-certificates.sh'), foreignDir]);
+    });
+    afterAll(() => rmSync(foreignDir, { recursive: true, force: true }));
+
+    it('refuses a client without the client certificate, and one in plaintext', async () => {
+      const address = cluster.status.temporal;
+      const serverRootCACertificate = readFileSync(tlsFile('TEMPORAL_TLS_SERVER_CA_CERT_PATH'));
+      const clientCertPair = { crt: readFileSync(tlsFile('TEMPORAL_TLS_CLIENT_CERT_PATH')), key: readFileSync(tlsFile('TEMPORAL_TLS_CLIENT_KEY_PATH')) };
+      const accepted = await NativeConnection.connect({ address, tls: { serverRootCACertificate, serverNameOverride: 'localhost', clientCertPair } });
+      await accepted.close();
+      // The SDK's own errors vary with how the refusal reaches it (an alert, or the connection closed).
+      await expect(NativeConnection.connect({ address, tls: { serverRootCACertificate, serverNameOverride: 'localhost' } })).rejects.toThrow();
+      await expect(NativeConnection.connect({ address })).rejects.toThrow();
+      // The same refusals, as the service reports them.
+      const withoutCertificate = parseConfig({ ...cluster.status.temporalEnv, TEMPORAL_TLS_CLIENT_CERT_PATH: '', TEMPORAL_TLS_CLIENT_KEY_PATH: '' }).temporal;
+      const refused = connectToTemporal(address, withoutCertificate, (options) => Connection.connect({ ...options, connectTimeout: 2_000 }));
+      await expect(refused).rejects.toThrow(ConfigError);
+      await expect(refused).rejects.toThrow(/the server requires a client certificate .*: set TEMPORAL_TLS_CLIENT_CERT_PATH and TEMPORAL_TLS_CLIENT_KEY_PATH$/);
+      const plaintext = connectToTemporal(address, parseConfig({ TEMPORAL_ADDRESS: address }).temporal, (options) => NativeConnection.connect(options));
+      await expect(plaintext).rejects.toThrow(/the server requires TLS: set TEMPORAL_TLS=true/);
+    });
+
+    it("serves the server's own system worker through it, with the client certificate", async () => {
+      const connection = await connectClient(cluster.status);
+      try {
+        const pollers = await poll('the system worker polling', async () => {
+          const { pollers: found } = await connection.workflowService.describeTaskQueue({
+            namespace: 'default',
+            taskQueue: { name: 'temporal-sys-per-ns-tq' },
+            taskQueueType: 1, // workflow
+          });
+          return found.length > 0 ? found : undefined;
+        });
+        expect(pollers.length).toBeGreaterThan(0);
+      } finally {
+        await connection.close();
+      }
+    });
+
+    it.each<[string, (env: Record<string, string>) => Record<string, string>, RegExp]>([
+      [
+        'a client certificate of another CA',
+        (env) => ({ ...env, TEMPORAL_TLS_CLIENT_CERT_PATH: path.join(foreignDir, 'client.pem'), TEMPORAL_TLS_CLIENT_KEY_PATH: path.join(foreignDir, 'client.key') }),
+        /the server refused this service's client certificate \(.*\): check TEMPORAL_TLS_CLIENT_CERT_PATH and TEMPORAL_TLS_CLIENT_KEY_PATH/,
+      ],
+      [
+        'no client certificate',
+        (env) => ({ ...env, TEMPORAL_TLS_CLIENT_CERT_PATH: '', TEMPORAL_TLS_CLIENT_KEY_PATH: '' }),
+        /the server requires a client certificate \(.*\): set TEMPORAL_TLS_CLIENT_CERT_PATH and TEMPORAL_TLS_CLIENT_KEY_PATH/,
+      ],
+      [
+        "another CA for the server's certificate",
+        (env) => ({ ...env, TEMPORAL_TLS_SERVER_CA_CERT_PATH: path.join(foreignDir, 'ca.pem') }),
+        /this service does not trust the server's certificate \(.*\): check TEMPORAL_TLS_SERVER_CA_CERT_PATH/,
+      ],
+      ['a key that is no key', (env) => ({ ...env, TEMPORAL_TLS_CLIENT_KEY_PATH: env.TEMPORAL_TLS_CLIENT_CERT_PATH! }), /^ {2}TEMPORAL_TLS_CLIENT_KEY_PATH: .* holds no unencrypted PEM private key/m],
+    ])('stops an API replica started with %s at start, with one error naming the variables', async (_case, change, message) => {
+      const { status } = cluster;
+      const [port, metricsPort] = await Promise.all([freePort(), freePort()]);
+      const env = {
+        ...cluster.env,
+        DATABASE_URL: status.postgres,
+        SECRET_ENCRYPTION_KEY: readFileSync(path.join(cluster.dataDir, 'secret-encryption.key'), 'utf8').trim(),
+        PORT: String(port),
+        METRICS_PORT: String(metricsPort),
+        LOG_LEVEL: 'warn',
+        ...change(status.temporalEnv),
+      };
+      const result = await run(process.execPath, [...serviceNodeFlags(), 'src/main.ts', 'api'], { cwd: REPO_ROOT, env, timeout: 120_000 }).then(
+        ({ stdout, stderr }) => ({ code: 0, stdout, stderr }),
+        (error: { code?: number; stdout: string; stderr: string }) => ({ code: error.code, stdout: error.stdout, stderr: error.stderr }),
+      );
+      expect(result.code, result.stdout).toBe(1);
+      expect(result.stderr).toMatch(message);
+      // One message, nothing else: no stack trace, no log line.
+      const lines = result.stderr.trim().split('\n');
+      expect(lines[0]).toMatch(/^(cannot connect to Temporal at 127\.0\.0\.1:\d+ \(TEMPORAL_ADDRESS\): |Invalid configuration:$)/);
+      expect(lines.filter((line) => !line.startsWith('  '))).toHaveLength(1);
+      expect(result.stdout).toBe('');
+    });
+  });
+
   it('stops everything with down: no process left, no port bound', async () => {
     const { processes } = cluster.status;
     const layout = JSON.parse(readFileSync(path.join(cluster.dataDir, 'cluster', 'state.json'), 'utf8')).layout as ClusterLayout;
@@ -303,7 +420,11 @@ describe('npm run cluster', () => {
   });
 
   it('keeps the data on a second up: webhooks, deliveries and Temporal histories', async () => {
+    const certificates = () => Object.values(cluster.status.temporalEnv).filter((value) => value.endsWith('.pem')).map((file) => readFileSync(file, 'utf8'));
+    const certificatesBefore = certificates();
     const status = await cluster.up();
+    // With CLUSTER_TLS: the same certificates, made once.
+    expect(certificates()).toEqual(certificatesBefore);
     expect(status.stopped).toEqual([]);
     const [, api1] = status.api as [string, string];
     const webhook = await call(`${api1}/api-gateway/v2/webhooks/${webhookId}`, { token: apiToken });
@@ -312,7 +433,7 @@ describe('npm run cluster', () => {
     expect(listed.body.data.map((d: { id: string; status: string }) => `${d.id}:${d.status}`).sort()).toEqual(
       [...Object.values(deliveryOf), portalDelivery].map((id) => `${id}:delivered`).sort(),
     );
-    const connection = await Connection.connect({ address: status.temporal });
+    const connection = await connectClient(status);
     try {
       const description = await new Client({ connection }).workflow.getHandle(deliveryOf.plain).describe();
       expect(description.status.name).toBe('COMPLETED');

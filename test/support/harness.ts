@@ -10,6 +10,7 @@ import { createApiKey } from '../../src/db/queries/api-keys.ts';
 import { createLogger } from '../../src/logger.ts';
 import { createMetrics } from '../../src/metrics.ts';
 import { generateEncryptionKey, randomToken, SecretBox } from '../../src/secrets.ts';
+import { connectToTemporal, type TemporalConnectionOptions } from '../../src/temporal/connection.ts';
 import { DeliveryScheduler } from '../../src/temporal/scheduler.ts';
 import { startDeliveryWorker, type DeliveryWorker } from '../../src/worker.ts';
 import { openTestDatabase } from './database.ts';
@@ -36,6 +37,14 @@ export interface TestResponse {
 }
 
 /**
+ * Connects with `connect` to the run's Temporal server (test/global-setup.ts) as the service does:
+ * with the TEMPORAL_TLS* settings and TEMPORAL_API_KEY of TEMPORAL_ADDRESS when that is given.
+ */
+export function connectToTestTemporal<T>(connect: (options: TemporalConnectionOptions) => Promise<T>): Promise<T> {
+  return connectToTemporal(inject('temporalAddress'), parseConfig(process.env).temporal, connect);
+}
+
+/**
  * The service assembled from real parts for one test file: a fresh database (Postgres or
  * PGlite), the shared Temporal dev server, a task queue of its own, the Hono app, and
  * optionally a worker. Log lines are kept in `logs` for scanning.
@@ -43,7 +52,7 @@ export interface TestResponse {
 export async function startHarness(options: HarnessOptions = {}) {
   const database: DatabaseHandle = await openTestDatabase();
   // As in the service: one native connection, shared by the client and the worker.
-  const connection = await NativeConnection.connect({ address: inject('temporalAddress') });
+  const connection = await connectToTestTemporal((connectionOptions) => NativeConnection.connect(connectionOptions));
   const client = new Client({ connection });
   const taskQueue = `test-${randomUUID()}`;
   const scheduler = new DeliveryScheduler(client, taskQueue, {
