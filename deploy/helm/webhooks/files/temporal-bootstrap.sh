@@ -1,0 +1,1 @@
+../../../temporal/bootstrap.sh
