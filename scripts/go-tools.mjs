@@ -12,8 +12,9 @@ export const projectRoot = path.resolve(path.dirname(fileURLToPath(import.meta.u
 export const BIN_DIR = path.join(projectRoot, '.tools', 'bin');
 
 /**
- * @typedef {{ module: string, version: string, binaries: Record<string, string> }} GoModuleSpec
- * A Go module at a pinned version and the binaries built from it (name in .tools/bin -> package).
+ * @typedef {{ module: string, version: string, binaries: Record<string, string>, tags?: string[] }} GoModuleSpec
+ * A Go module at a pinned version and the binaries built from it (name in .tools/bin -> package),
+ * with the build tags they are built with, if any (`go install -tags`).
  */
 
 /** @param {string} file */
@@ -71,8 +72,9 @@ export function goInstall(go, key, spec, env = {}) {
   mkdirSync(scratch, { recursive: true });
   mkdirSync(BIN_DIR, { recursive: true });
   const packages = Object.values(spec.binaries).map((pkg) => `${pkg}@${spec.version}`);
+  const tags = spec.tags?.length ? [`-tags=${spec.tags.join(',')}`] : [];
   console.error(`Building ${spec.module} ${spec.version} (${Object.keys(spec.binaries).join(', ')}) into .tools/bin; a few minutes the first time…`);
-  const result = spawnSync(go, ['install', ...packages], {
+  const result = spawnSync(go, ['install', ...tags, ...packages], {
     env: { ...process.env, GOBIN: scratch, GOFLAGS: '-mod=mod', ...env },
     stdio: ['ignore', 'inherit', 'inherit'],
   });

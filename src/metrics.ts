@@ -1,6 +1,8 @@
 import { createServer, type Server } from 'node:http';
-import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { Database } from './db/client.ts';
 import type { AttemptOutcome } from './db/queries/deliveries.ts';
+import { readScrapedFigures, type ScrapedFigures } from './db/queries/scrape.ts';
 
 const SECONDS_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 const DELIVERY_BUCKETS = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 900, 3600];
@@ -18,14 +20,92 @@ export function attemptOutcomeLabel(outcome: AttemptOutcome, statusCode: number 
   return '2xx';
 }
 
+/** How long a scrape waits for the database's figures before it reports the database down. */
+const SCRAPE_QUERY_TIMEOUT_MS = 3_000;
+
+/**
+ * A reader of {@link ScrapedFigures} for the gauges of one scrape: the gauges collected together
+ * share one read, and a read still running (a slow database) is joined, never started again, so
+ * scrapes add at most one statement at a time. Resolves undefined when the database did not
+ * answer within {@link SCRAPE_QUERY_TIMEOUT_MS}.
+ */
+function scrapeReader(db: Database): () => Promise<ScrapedFigures | undefined> {
+  let query: Promise<ScrapedFigures> | undefined;
+  let scrape: Promise<ScrapedFigures | undefined> | undefined;
+  const read = async (): Promise<ScrapedFigures | undefined> => {
+    query ??= readScrapedFigures(db).finally(() => (query = undefined));
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const timeout = new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), SCRAPE_QUERY_TIMEOUT_MS)));
+    try {
+      return await Promise.race([query, timeout]);
+    } catch {
+      return undefined;
+    } finally {
+      clearTimeout(timer);
+      scrape = undefined;
+    }
+  };
+  return () => (scrape ??= read());
+}
+
+/**
+ * Gauges read from the database at each scrape. The installation-wide ones (breakers, outbox)
+ * are the same in every replica: aggregate them with `max`, never `sum`. They are NaN when the
+ * database did not answer; `webhook_database_up` says so for this process.
+ */
+function registerDatabaseGauges(db: Database, registers: Registry[]): void {
+  const scrape = scrapeReader(db);
+  const figureGauge = (name: string, help: string, figure: (figures: ScrapedFigures) => number) =>
+    new Gauge({
+      name,
+      help,
+      registers,
+      async collect() {
+        const figures = await scrape();
+        this.set(figures ? figure(figures) : Number.NaN);
+      },
+    });
+  new Gauge({
+    name: 'webhook_database_up',
+    help: `1 when the database answered this scrape's read within ${SCRAPE_QUERY_TIMEOUT_MS / 1000} s, 0 otherwise (this process's view)`,
+    registers,
+    async collect() {
+      this.set((await scrape()) ? 1 : 0);
+    },
+  });
+  figureGauge(
+    'webhook_circuit_breakers_open',
+    'Active webhooks whose circuit breaker is open now, from the database (the same in every replica: aggregate with max)',
+    (figures) => figures.openCircuits,
+  );
+  figureGauge(
+    'webhook_circuit_breaker_oldest_open_seconds',
+    'Seconds since the longest-open circuit breaker of an active webhook opened, 0 when none is open (the same in every replica: aggregate with max)',
+    (figures) => figures.oldestOpenCircuitSeconds,
+  );
+  figureGauge(
+    'webhook_events_undispatched',
+    "Accepted events whose delivery workflows are not all started yet; the worker's outbox sweep starts those older than 10 s (the same in every replica: aggregate with max)",
+    (figures) => figures.undispatchedEvents,
+  );
+  figureGauge(
+    'webhook_events_undispatched_oldest_seconds',
+    'Seconds since the oldest accepted event whose delivery workflows are not all started was accepted, 0 when none (the same in every replica: aggregate with max)',
+    (figures) => figures.oldestUndispatchedSeconds,
+  );
+}
+
 /**
  * The service's Prometheus metrics, in one registry per process. Labels are bounded
- * (status classes, route patterns): never a webhook, delivery or project id.
+ * (status classes, route patterns): never a webhook, delivery or project id. Given the
+ * process's `database`, the registry also has the gauges read from it at each scrape
+ * (breakers open, the outbox, whether the database answers).
  */
-export function createMetrics() {
+export function createMetrics(options: { database?: Database } = {}) {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
   const registers = [registry];
+  if (options.database) registerDatabaseGauges(options.database, registers);
   return {
     registry,
     eventsAccepted: new Counter({

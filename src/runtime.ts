@@ -122,7 +122,7 @@ export async function startService(config: Config, role: Role, logger: Logger): 
       eagerStart: role === 'all',
     });
 
-    const metrics = createMetrics();
+    const metrics = createMetrics({ database: database.db });
     const sdkMetricsUrl = sdkMetricsAddress && `http://${sdkMetricsAddress}/metrics`;
     let workerDone: Promise<void> | undefined;
     if (runsWorker) {

@@ -1,6 +1,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
+import { PROMETHEUS_VERSION } from '../scripts/promtool.mjs';
 import { TEMPORAL_MODULES } from '../scripts/temporal-tools.mjs';
 import { SERVICE_DYNAMIC_CONFIG } from '../src/temporal/dynamic-config.ts';
 import { SEARCH_ATTRIBUTES } from '../workflows/search-attributes.ts';
@@ -461,6 +462,82 @@ describe('docker-compose.yml', () => {
     }
     const undocumented = [...variables].filter((name) => !new RegExp(`\\b${name}\\b`).test(readme));
     expect(undocumented).toEqual([]);
+  });
+});
+
+describe('docker-compose.yml: the observability profile', () => {
+  const MONITORING: readonly string[] = ['prometheus', 'grafana'];
+  const prometheusDir = new URL('deploy/observability/prometheus/', repoRootUrl);
+  const prometheusConfig = asRecord(parse(readFileSync(new URL('prometheus.yml', prometheusDir), 'utf8')), 'prometheus.yml');
+  const scrapeJobs = (prometheusConfig.scrape_configs as Record<string, unknown>[]).map((job) => asRecord(job, 'scrape config'));
+  const scrapeJob = (name: string) => {
+    const job = scrapeJobs.find((candidate) => candidate.job_name === name);
+    if (!job) throw new Error(`prometheus.yml has no job ${name}`);
+    return job;
+  };
+
+  it('adds Prometheus and Grafana only under the `observability` profile: a plain `up` starts what it did before', () => {
+    for (const name of MONITORING) expect(service(name).profiles, name).toEqual(['observability']);
+    const profiled = Object.keys(services).filter((name) => service(name).profiles !== undefined);
+    expect(profiled.sort()).toEqual([...MONITORING].sort());
+    const waitingForMonitoring = Object.keys(services)
+      .filter((name) => !MONITORING.includes(name))
+      .flatMap((name) => Object.keys(dependenciesOf(name)).filter((target) => MONITORING.includes(target)));
+    expect(waitingForMonitoring).toEqual([]);
+  });
+
+  it('runs the Prometheus release that promtool is built from (scripts/promtool.mjs), and a Grafana release', () => {
+    expect(imageOf('prometheus')).toBe(`prom/prometheus:${PROMETHEUS_VERSION}`);
+    expect(imageOf('grafana')).toMatch(/^grafana\/grafana:\d+\.\d+\.\d+$/);
+  });
+
+  it('loads deploy/observability/prometheus (the config promtool checks, and the rules it names) and keeps its data on a named volume', () => {
+    const configDir = mountOf('prometheus', './deploy/observability/prometheus');
+    expect(configDir).toBe('/etc/prometheus');
+    expect(commandArgv('prometheus')).toEqual(expect.arrayContaining([`--config.file=${configDir}/prometheus.yml`, '--storage.tsdb.path=/prometheus']));
+    const ruleFiles = (prometheusConfig.rule_files as string[]).map(String);
+    expect(ruleFiles).toEqual(['alerts.yml']);
+    for (const file of ruleFiles) expect(readdirSync(prometheusDir)).toContain(file);
+    const dataVolume = ((service('prometheus').volumes ?? []) as unknown[]).map(String).find((volume) => volume.endsWith(':/prometheus'));
+    expect(Object.keys(topLevelVolumes)).toContain(dataVolume?.split(':')[0]);
+  });
+
+  it("finds every replica of the api and the worker by DNS on the compose network, at the port each serves /metrics on", () => {
+    for (const role of APP_ROLES) {
+      const [discovery] = scrapeJob(`webhooks-${role}`).dns_sd_configs as Record<string, unknown>[];
+      expect(discovery, role).toMatchObject({ names: [role], type: 'A' });
+      const metricsPort = environmentOf(role).METRICS_PORT ?? '9464';
+      expect(String(discovery?.port), role).toBe(metricsPort);
+      expect(((service(role).expose ?? []) as unknown[]).map(String), role).toContain(metricsPort);
+      expect(replicasOf(role), role).toBeGreaterThan(1);
+    }
+    const temporalEndpoint = environmentOf('temporal').PROMETHEUS_ENDPOINT?.split(':')[1];
+    expect(scrapeJob('temporal').static_configs).toEqual([{ targets: [`temporal:${temporalEndpoint}`] }]);
+  });
+
+  it('selects in the alert rules only jobs that prometheus.yml scrapes', () => {
+    const rules = readFileSync(new URL('alerts.yml', prometheusDir), 'utf8');
+    const selected = [...rules.matchAll(/job=~?"([^"]+)"/g)].flatMap((match) => match[1]!.split('|'));
+    expect(selected.length).toBeGreaterThan(0);
+    expect(selected.filter((job) => !scrapeJobs.some((candidate) => candidate.job_name === job))).toEqual([]);
+  });
+
+  it('provisions Grafana with a Prometheus data source on the prometheus service and the dashboard files', () => {
+    expect(mountOf('grafana', './deploy/observability/grafana/provisioning')).toBe('/etc/grafana/provisioning');
+    const dashboardsDir = mountOf('grafana', './deploy/observability/grafana/dashboards');
+    const provisioning = new URL('deploy/observability/grafana/provisioning/', repoRootUrl);
+    const { datasources } = parse(readFileSync(new URL('datasources/prometheus.yml', provisioning), 'utf8')) as { datasources: Record<string, unknown>[] };
+    expect(datasources).toHaveLength(1);
+    expect(datasources[0]).toMatchObject({ type: 'prometheus', url: 'http://prometheus:9090' });
+    const { providers } = parse(readFileSync(new URL('dashboards/webhooks.yml', provisioning), 'utf8')) as { providers: Record<string, unknown>[] };
+    expect(providers.map((provider) => asRecord(provider.options, 'provider options').path)).toEqual([dashboardsDir]);
+    expect(readdirSync(new URL('deploy/observability/grafana/dashboards/', repoRootUrl)).filter((file) => file.endsWith('.json'))).not.toEqual([]);
+    expect(dependenciesOf('grafana')).toMatchObject({ prometheus: 'service_started' });
+  });
+
+  it('publishes Prometheus and Grafana on the loopback interface only', () => {
+    expect(publishedPorts('prometheus')).toEqual([{ hostIp: '127.0.0.1', hostStart: 9090, hostEnd: 9090, target: 9090 }]);
+    expect(publishedPorts('grafana')).toEqual([{ hostIp: '127.0.0.1', hostStart: 3000, hostEnd: 3000, target: 3000 }]);
   });
 });
 
