@@ -3,6 +3,7 @@ import { BASE, createWebhookFor, publishFor, waitForDelivery } from '../delivery
 import { createRetryOperation, findOperation } from '../../src/db/queries/operations.ts';
 import { findWebhook } from '../../src/db/queries/webhooks.ts';
 import { bulkRetryWorkflow } from '../../workflows/bulk-retry.ts';
+import { waitFor } from '../faults/wait.ts';
 import { startHarness, type Harness } from '../support/harness.ts';
 import { startHttpsReceiver, type HttpsReceiver } from '../support/https-receiver.ts';
 
@@ -99,14 +100,15 @@ describe('POST /webhooks/{id}/deliveries/retry', () => {
     });
     await handle.result();
 
-    // Visibility is written after the fact: poll until both runs show.
-    let runs: string[] = [];
-    for (let i = 0; i < 50 && runs.length < 2; i += 1) {
-      if (i > 0) await new Promise((resolve) => setTimeout(resolve, 100));
-      runs = [];
+    // Visibility is written after the fact: poll until both runs show in their final states.
+    const runStatuses = async () => {
+      const runs: string[] = [];
       for await (const execution of h.client.workflow.list({ query: `WorkflowId = "${operation.id}"` })) runs.push(execution.status.name);
-    }
-    expect(runs.sort()).toEqual(['COMPLETED', 'CONTINUED_AS_NEW']);
+      return runs.sort();
+    };
+    const finalRuns = ['COMPLETED', 'CONTINUED_AS_NEW'];
+    await waitFor('both runs closed in visibility', async () => (await runStatuses()).join() === finalRuns.join(), { timeoutMs: 20_000, intervalMs: 100 });
+    expect(await runStatuses()).toEqual(finalRuns);
     expect(await findOperation(h.db, webhook!.id, operation.id)).toMatchObject({ status: 'completed', matched: 6, retried: 6, skipped: 0 });
     for (const id of ids) await waitForDelivery(h, key.token, webhookId, id, (d) => d.status === 'delivered');
   }, 120_000);
