@@ -67,7 +67,7 @@ export function createApp(deps: AppDeps) {
   const app = new OpenAPIHono<AppEnv>();
 
   // First, so that the span covers the whole request; only the producers' door continues a caller's trace.
-  if (deps.tracing) app.use(httpServerSpans(INTERNAL_BASE));
+  if (deps.tracing) app.use(httpServerSpans({ trustedPrefix: INTERNAL_BASE, untracedPaths: ['/healthz', '/readyz'] }));
   app.use(async (c, next) => {
     const incoming = c.req.header('X-Request-Id');
     const requestId = incoming && REQUEST_ID.test(incoming) ? incoming : `req_${randomUUID()}`;
