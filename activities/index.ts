@@ -11,7 +11,7 @@ import { acquireSendPermit, releaseSendPermit, turnRecheckMs, type FlowLimits } 
 import { attemptOutcomeLabel, type Metrics } from '../src/metrics.ts';
 import type { SecretBox } from '../src/secrets.ts';
 import { SpanAttributes } from '../src/tracing/attributes.ts';
-import { annotateActiveSpan, tracedExchange } from '../src/tracing/delivery-spans.ts';
+import { annotateActiveSpan, tracedExchange } from '../src/tracing/spans.ts';
 import { openWebhookHeaders, openWebhookSecret } from '../src/webhook-secrets.ts';
 import { NON_RETRYABLE, NON_RETRYABLE_REASONS } from '../workflows/failure-types.ts';
 

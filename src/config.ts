@@ -42,7 +42,7 @@ const optionalString = z
 
 /** The OTLP protocols of the OpenTelemetry exporter specification this service speaks. */
 const OTLP_PROTOCOLS = ['http/protobuf', 'http/json', 'grpc'] as const;
-export type OtlpProtocol = (typeof OTLP_PROTOCOLS)[number];
+type OtlpProtocol = (typeof OTLP_PROTOCOLS)[number];
 
 /** The samplers of OTEL_TRACES_SAMPLER this service offers (the specification's built-in ones). */
 const TRACE_SAMPLERS = ['always_on', 'always_off', 'traceidratio', 'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio'] as const;
@@ -58,7 +58,7 @@ const otlpProtocol = optionalString.pipe(z.enum(OTLP_PROTOCOLS, { message: `must
 const keyValueList = optionalString.transform((value, context) => {
   const pairs: Record<string, string> = {};
   if (value === undefined) return pairs;
-  for (const entry of value.split(',')) {
+  for (const entry of value.split(',').filter((item) => item.trim() !== '')) {
     const separator = entry.indexOf('=');
     const key = separator > 0 ? entry.slice(0, separator).trim() : '';
     let decoded: string | undefined;

@@ -5,7 +5,7 @@ import type { SecretBox } from '../secrets.ts';
 import type { DeliveryScheduler } from '../temporal/scheduler.ts';
 import { SpanAttributes } from '../tracing/attributes.ts';
 import { currentTraceparent, withTraceparent } from '../tracing/context.ts';
-import { annotateActiveSpan } from '../tracing/delivery-spans.ts';
+import { annotateActiveSpan } from '../tracing/spans.ts';
 import { sampleDocauthCompleted } from './sample.ts';
 import type { PublishEventInput } from './schema.ts';
 

@@ -12,7 +12,7 @@ import type { TracingConfig } from '../config.ts';
 export type TracedRole = 'all' | 'api' | 'worker';
 
 /** The service name of each role when neither OTEL_SERVICE_NAME nor OTEL_RESOURCE_ATTRIBUTES names one. */
-export const DEFAULT_SERVICE_NAMES: Record<TracedRole, string> = {
+const DEFAULT_SERVICE_NAMES: Record<TracedRole, string> = {
   all: 'webhooks',
   api: 'webhooks-api',
   worker: 'webhooks-worker',

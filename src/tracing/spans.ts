@@ -1,7 +1,7 @@
 /**
- * What the delivery activities add to their traces, through the OpenTelemetry API only (no-ops
- * while tracing is off): attributes on the activity's span, and a CLIENT span around the HTTP
- * exchange of an attempt.
+ * What the service adds to its traces, through the OpenTelemetry API only (no-ops while tracing
+ * is off): attributes on the active span (a request's, an activity's), and a CLIENT span around
+ * the HTTP exchange of a send attempt.
  */
 import { SpanKind, SpanStatusCode, trace, type Attributes } from '@opentelemetry/api';
 import type { SendResult } from '../delivery/sender.ts';
@@ -9,7 +9,7 @@ import { traceparentOf } from './context.ts';
 
 const tracer = trace.getTracer('webhooks');
 
-/** Sets attributes (./attributes.ts) on the active span: the running activity's (`RunActivity:…`). */
+/** Sets attributes (./attributes.ts) on the active span: the request's, or the running activity's (`RunActivity:…`). */
 export function annotateActiveSpan(attributes: Attributes): void {
   trace.getActiveSpan()?.setAttributes(attributes);
 }
