@@ -27,7 +27,7 @@ const runFile = promisify(execFile);
 export const WORKFLOWS_PATH = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
 
 /** The workflow interceptors (OpenTelemetry's) of the bundle a worker with tracing on runs. */
-export const TRACING_INTERCEPTORS_PATH = fileURLToPath(new URL('../workflows/tracing-interceptors.ts', import.meta.url));
+const TRACING_INTERCEPTORS_PATH = fileURLToPath(new URL('../workflows/tracing-interceptors.ts', import.meta.url));
 
 /** What `bundleWorkflowCode` builds the bundle from: with tracing, the interceptors are in it. */
 export function workflowBundleOptions(tracing: boolean): { workflowsPath: string; workflowInterceptorModules: string[] } {

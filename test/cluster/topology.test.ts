@@ -9,7 +9,7 @@ import { execFile } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { boundPorts, type ClusterLayout } from '../../src/cluster/layout.ts';
 import { portIsFree, processStartTime } from '../../src/cluster/processes.ts';
 import { verifyWebhook } from '../../src/receiver/index.ts';
@@ -20,7 +20,7 @@ import { startCollector, type Collector } from '../support/collector.ts';
 import { docauthData } from '../support/event-data.ts';
 import { call as httpCall, type HttpAnswer } from '../support/http.ts';
 import { startHttpsReceiver, type HttpsReceiver, type ReceivedRequest } from '../support/https-receiver.ts';
-import { attemptSpans, expectOneDeliveryTrace, named, only, spansOf } from '../support/traces.ts';
+import { attemptSpans, expectOneDeliveryTrace, only, spansOf } from '../support/traces.ts';
 
 const run = promisify(execFile);
 const PRODUCER_TOKEN = `ptk_${randomToken(32)}`;
@@ -270,38 +270,41 @@ describe('npm run cluster', () => {
     const pidsOf = (role: string) => cluster.status.processes.filter((p) => p.role === role).map((p) => p.pid);
     const [api0, api1] = pidsOf('api') as [number, number];
     const workers = pidsOf('worker');
-    const spans = await collector.waitForSpans('the workflows of the retried and the dead-lettered delivery, ended', (all) =>
-      [deliveryOf.retried, deliveryOf.deadLettered].every((id) => named(spansOf(all, id), 'RunWorkflow:deliveryWorkflow').length === 1),
-    );
+    // Each replica exports in its own batches: the checks are made again until every span they need has come.
+    await vi.waitFor(
+      () => {
+        const spans = collector.spans();
+        // Published on API replica 0; the workflow and its three attempts on the worker replicas; one trace.
+        const retried = expectOneDeliveryTrace(spans, deliveryOf.retried, 3);
+        expect(retried.server.resource).toMatchObject({ 'service.name': 'webhooks-api', 'process.pid': api0 });
+        expect(retried.start.resource).toMatchObject({ 'service.name': 'webhooks-api', 'process.pid': api0 });
+        expect(retried.run.resource['service.name']).toBe('webhooks-worker');
+        const attempts = attemptSpans(spans, deliveryOf.retried);
+        expect(attempts.map((span) => [span.attributes['webhooks.attempt.outcome'], span.attributes['http.response.status_code']])).toEqual([
+          ['http_error', 503],
+          ['http_error', 503],
+          ['succeeded', 200],
+        ]);
+        for (const span of [retried.run, ...attempts]) expect(workers).toContain(span.resource['process.pid']);
 
-    // Published on API replica 0; the workflow and its three attempts on the worker replicas; one trace.
-    const retried = expectOneDeliveryTrace(spans, deliveryOf.retried, 3);
-    expect(retried.server.resource).toMatchObject({ 'service.name': 'webhooks-api', 'process.pid': api0 });
-    expect(retried.start.resource).toMatchObject({ 'service.name': 'webhooks-api', 'process.pid': api0 });
-    expect(retried.run.resource['service.name']).toBe('webhooks-worker');
-    const attempts = attemptSpans(spans, deliveryOf.retried);
-    expect(attempts.map((span) => [span.attributes['webhooks.attempt.outcome'], span.attributes['http.response.status_code']])).toEqual([
-      ['http_error', 503],
-      ['http_error', 503],
-      ['succeeded', 200],
-    ]);
-    for (const span of [retried.run, ...attempts]) expect(workers).toContain(span.resource['process.pid']);
-
-    // The dead letter in its delivery's trace; the retry, sent by API replica 1, in the API call's trace, linked to it.
-    const deadLettered = expectOneDeliveryTrace(spans, deliveryOf.deadLettered, 6);
-    const deadLetter = only(spansOf(spans, deliveryOf.deadLettered), 'RunActivity:markDeadLetter');
-    expect(deadLetter).toMatchObject({ traceId: deadLettered.traceId, resource: { 'service.name': 'webhooks-worker' } });
-    expect(deadLetter.attributes['webhooks.delivery.status']).toBe('dead_letter');
-    const signalled = only(spansOf(spans, deliveryOf.deadLettered), 'SignalWithStartWorkflow:deliveryWorkflow');
-    expect(signalled.resource).toMatchObject({ 'service.name': 'webhooks-api', 'process.pid': api1 });
-    const retryCall = spans.find((span) => span.spanId === signalled.parentSpanId)!;
-    expect(retryCall).toMatchObject({ name: 'POST /api-gateway/v2/webhooks/:id/deliveries/:delivery_id/retry', traceId: signalled.traceId });
-    const handled = only(
-      spans.filter((span) => span.parentSpanId === signalled.spanId),
-      'HandleSignal:retry',
+        // The dead letter in its delivery's trace; the retry, sent by API replica 1, in the API call's trace, linked to it.
+        const deadLettered = expectOneDeliveryTrace(spans, deliveryOf.deadLettered, 6);
+        const deadLetter = only(spansOf(spans, deliveryOf.deadLettered), 'RunActivity:markDeadLetter');
+        expect(deadLetter).toMatchObject({ traceId: deadLettered.traceId, resource: { 'service.name': 'webhooks-worker' } });
+        expect(deadLetter.attributes['webhooks.delivery.status']).toBe('dead_letter');
+        const signalled = only(spansOf(spans, deliveryOf.deadLettered), 'SignalWithStartWorkflow:deliveryWorkflow');
+        expect(signalled.resource).toMatchObject({ 'service.name': 'webhooks-api', 'process.pid': api1 });
+        const retryCall = spans.find((span) => span.spanId === signalled.parentSpanId)!;
+        expect(retryCall).toMatchObject({ name: 'POST /api-gateway/v2/webhooks/:id/deliveries/:delivery_id/retry', traceId: signalled.traceId });
+        const handled = only(
+          spans.filter((span) => span.parentSpanId === signalled.spanId),
+          'HandleSignal:retry',
+        );
+        expect(handled.resource['service.name']).toBe('webhooks-worker');
+        expect(handled.links).toEqual([{ traceId: deadLettered.traceId, spanId: deadLettered.run.spanId }]);
+      },
+      { timeout: 60_000, interval: 1_000 },
     );
-    expect(handled.resource['service.name']).toBe('webhooks-worker');
-    expect(handled.links).toEqual([{ traceId: deadLettered.traceId, spanId: deadLettered.run.spanId }]);
   });
 
   it('serves the customer portal on every API replica: a CLI link opened on one, used on the other, in Chromium', async () => {

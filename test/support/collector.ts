@@ -46,8 +46,6 @@ export interface Collector {
   text(): string;
   /** Every span written so far. */
   spans(): ExportedSpan[];
-  /** Waits until `done` holds for the spans written, and returns them. */
-  waitForSpans(what: string, done: (spans: ExportedSpan[]) => boolean, timeoutMs?: number): Promise<ExportedSpan[]>;
   /** The collector's process, for the benchmark's CPU and memory accounting. */
   readonly pid: number;
   /** Stops it (its last spans written out); what it wrote stays readable. */
@@ -157,15 +155,6 @@ export async function startCollector(): Promise<Collector> {
     pid: child.pid!,
     text,
     spans: () => parseSpans(text()),
-    async waitForSpans(what, done, timeoutMs = 30_000) {
-      const until = Date.now() + timeoutMs;
-      for (;;) {
-        const spans = parseSpans(text());
-        if (done(spans)) return spans;
-        if (Date.now() > until) throw new Error(`the collector did not receive ${what} within ${timeoutMs} ms (${spans.length} spans so far)\n${log}`);
-        await new Promise((resolve) => setTimeout(resolve, 200));
-      }
-    },
     async stop() {
       if (running) {
         child.kill('SIGTERM');
