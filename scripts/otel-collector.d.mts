@@ -1,5 +1,2 @@
-export declare const COLLECTOR_BUILDER: { module: string; version: string; binaries: Record<string, string> };
-export declare const COLLECTOR_MANIFEST: string;
-export declare const COLLECTOR_PATH: string;
-export declare function isCollectorCurrent(): boolean;
+/** The collector's path in .tools/bin, built first unless current. */
 export declare function ensureCollector(): string;

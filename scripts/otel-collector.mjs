@@ -13,16 +13,16 @@ import { fileURLToPath } from 'node:url';
 import { BIN_DIR, ensureGoBinaries, isExecutable, missingGoMessage, onPath, projectRoot } from './go-tools.mjs';
 
 /** The Collector builder (ocb), pinned; its version goes with the components' in the manifest. */
-export const COLLECTOR_BUILDER = {
+const COLLECTOR_BUILDER = {
   module: 'go.opentelemetry.io/collector/cmd/builder',
   version: 'v0.165.0',
   binaries: { 'otelcol-builder': 'go.opentelemetry.io/collector/cmd/builder' },
 };
 
 /** The builder manifest: which components the collector is made of. */
-export const COLLECTOR_MANIFEST = path.join(projectRoot, 'deploy', 'observability', 'collector', 'builder.yaml');
+const COLLECTOR_MANIFEST = path.join(projectRoot, 'deploy', 'observability', 'collector', 'builder.yaml');
 /** The built collector. */
-export const COLLECTOR_PATH = path.join(BIN_DIR, 'otelcol-webhooks');
+const COLLECTOR_PATH = path.join(BIN_DIR, 'otelcol-webhooks');
 const STAMP_PATH = `${COLLECTOR_PATH}.stamp`;
 
 /** What the cached binary must have been built from. */
@@ -31,7 +31,7 @@ function wantedStamp() {
 }
 
 /** True when the cached collector was built from the current manifest by the pinned builder. */
-export function isCollectorCurrent() {
+function isCollectorCurrent() {
   return isExecutable(COLLECTOR_PATH) && existsSync(STAMP_PATH) && readFileSync(STAMP_PATH, 'utf8').trim() === wantedStamp();
 }
 
