@@ -117,6 +117,8 @@ export async function startSdk(config: TracingConfig, serviceName: string, logge
     async shutdown() {
       try {
         await provider.shutdown();
+      } catch (error) {
+        sdkLogger.warn({ err: error }, 'the last spans could not be exported');
       } finally {
         // Unregistered, so that the process could register a provider again.
         trace.disable();
