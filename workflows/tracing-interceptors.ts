@@ -8,7 +8,9 @@
  * Deterministic like the workflows: spans are made with the sandbox's clock and seeded
  * randomness, and they leave the sandbox through a sink, which records nothing in the history
  * and is not called during replay. The interceptors add no command, so a workflow started
- * without them replays with them and the other way round (docs/operators.md, "Tracing").
+ * without them replays with them and the other way round (docs/operators.md, "Tracing"), as
+ * long as no workflow uses the seeded randomness (Math.random, uuid4) for what it sends to
+ * Temporal: span ids draw from it, so tracing on or off would change those values.
  */
 import { trace, type Span } from '@opentelemetry/api';
 import {
