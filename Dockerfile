@@ -30,7 +30,8 @@ COPY bin ./bin
 # The CLI as `webhooks` on the PATH (docker compose run --rm api webhooks --help).
 RUN ln -s /app/bin/webhooks.mjs /usr/local/bin/webhooks
 
-# Writes dist/workflow-bundle.js (WORKFLOW_BUNDLE_PATH defaults to it).
+# Writes dist/workflow-bundle.js (WORKFLOW_BUNDLE_PATH defaults to it) and, beside it,
+# dist/workflow-bundle.tracing.js, which a worker with tracing on (OTEL_* set) runs.
 RUN npm run build:workflows
 
 # Sources stay root-owned and read-only for the runtime user; only the data

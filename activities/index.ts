@@ -10,6 +10,8 @@ import type { Sender } from '../src/delivery/sender.ts';
 import { acquireSendPermit, releaseSendPermit, turnRecheckMs, type FlowLimits } from '../src/flow-control/permits.ts';
 import { attemptOutcomeLabel, type Metrics } from '../src/metrics.ts';
 import type { SecretBox } from '../src/secrets.ts';
+import { SpanAttributes } from '../src/tracing/attributes.ts';
+import { annotateActiveSpan, tracedExchange } from '../src/tracing/spans.ts';
 import { openWebhookHeaders, openWebhookSecret } from '../src/webhook-secrets.ts';
 import { NON_RETRYABLE, NON_RETRYABLE_REASONS } from '../workflows/failure-types.ts';
 
@@ -29,6 +31,8 @@ export interface ActivityDeps {
   sender: Sender;
   logger: Logger;
   metrics: Metrics;
+  /** Send a W3C `traceparent` header naming the attempt's span (DELIVERY_TRACEPARENT; tracing on). */
+  sendTraceparent: boolean;
   /** Endpoint health: when a dead letter disables its webhook. */
   autoDisable: AutoDisableRule;
   flow: FlowControl;
@@ -68,7 +72,7 @@ function nextAttemptStatus(finishedAt: Date, delayMs: number): AttemptResult['ne
 }
 
 /** Creates the activities with their dependencies (the dependency-injection pattern). */
-export function createActivities({ db, secretBox, sender, logger, metrics, autoDisable, flow }: ActivityDeps) {
+export function createActivities({ db, secretBox, sender, logger, metrics, sendTraceparent, autoDisable, flow }: ActivityDeps) {
   /**
    * Wakes deliveries given a place, in the background: while Temporal cannot be reached (a restart,
    * its database down) the signals are sent again for about a minute. Past that the deliveries
@@ -93,10 +97,15 @@ export function createActivities({ db, secretBox, sender, logger, metrics, autoD
   async function attempt(deliveryId: string): Promise<'delivered' | 'gone'> {
     const context = Context.current();
     const started = await startAttempt(db, deliveryId, new Date());
-    if (!started) return 'gone';
+    if (!started) {
+      annotateActiveSpan({ [SpanAttributes.outcome]: 'gone' });
+      return 'gone';
+    }
     const { delivery, webhook, event, attempt } = started;
+    annotateActiveSpan({ [SpanAttributes.webhookId]: webhook.id });
     const unsendable = delivery.status === 'delivered' ? undefined : webhook.status === 'disabled' ? 'webhookDisabled' : event.erasedAt ? 'eventErased' : undefined;
     if (unsendable) {
+      annotateActiveSpan({ [SpanAttributes.outcome]: unsendable === 'webhookDisabled' ? 'webhook_disabled' : 'event_erased' });
       throw ApplicationFailure.create({
         type: NON_RETRYABLE[unsendable],
         message: NON_RETRYABLE_REASONS[NON_RETRYABLE[unsendable]]!,
@@ -104,7 +113,11 @@ export function createActivities({ db, secretBox, sender, logger, metrics, autoD
         category: 'BENIGN',
       });
     }
-    if (!attempt) return 'delivered';
+    if (!attempt) {
+      annotateActiveSpan({ [SpanAttributes.outcome]: 'already_delivered' });
+      return 'delivered';
+    }
+    annotateActiveSpan({ [SpanAttributes.attemptNumber]: attempt.attemptNumber });
 
     const body = buildNotificationBody({
       deliveryId,
@@ -120,7 +133,14 @@ export function createActivities({ db, secretBox, sender, logger, metrics, autoD
       event: delivery.event,
       customHeaders: openWebhookHeaders(secretBox, webhook),
     });
-    const sent = await sender.send({ url: webhook.url, headers, body, signal: context.cancellationSignal });
+    const sent = await tracedExchange(webhook.url, (traceparent) =>
+      sender.send({
+        url: webhook.url,
+        headers: sendTraceparent && traceparent ? { ...headers, traceparent } : headers,
+        body,
+        signal: context.cancellationSignal,
+      }),
+    );
     const finishedAt = new Date();
     const delayMs = nextRetryDelay(context.info.attempt, sent.retryAfterMs);
     const result: AttemptResult = {
@@ -131,6 +151,12 @@ export function createActivities({ db, secretBox, sender, logger, metrics, autoD
       ...sent,
       nextStatus: nextAttemptStatus(finishedAt, delayMs),
     };
+    annotateActiveSpan({
+      [SpanAttributes.outcome]: sent.outcome,
+      [SpanAttributes.durationMs]: sent.durationMs,
+      [SpanAttributes.deliveryStatus]: sent.outcome === 'succeeded' ? 'delivered' : result.nextStatus.status,
+      ...(sent.statusCode !== undefined ? { 'http.response.status_code': sent.statusCode } : {}),
+    });
     const recorded = await finishAttempt(db, result, flow.breakerThreshold);
     const outcome = attemptOutcomeLabel(sent.outcome, sent.statusCode);
     metrics.attempts.inc({ outcome });
@@ -173,15 +199,18 @@ export function createActivities({ db, secretBox, sender, logger, metrics, autoD
       // Heartbeats carry a cancellation (a manual retry) to a running attempt, and tell the
       // server this worker is alive, from the first statement to the last.
       const heartbeats = setInterval(() => context.heartbeat(), 1_000);
+      annotateActiveSpan({ [SpanAttributes.deliveryId]: deliveryId });
       try {
         const permit = await acquireSendPermit(db, deliveryId, flow.limits);
         wake(permit.wake);
         const roundAttempt = round.attemptsBefore + context.info.attempt;
         if (permit.decision === 'wait_turn') {
+          annotateActiveSpan({ [SpanAttributes.outcome]: 'waiting_for_turn' });
           metrics.sendWaits.inc({ reason: 'endpoint_busy' });
           return { attempt: roundAttempt, wait: 'turn', recheckMs: turnRecheckMs(permit.ahead, flow.limits) };
         }
         if (permit.decision === 'wait_until') {
+          annotateActiveSpan({ [SpanAttributes.outcome]: 'waiting_for_rate_limit' });
           metrics.sendWaits.inc({ reason: 'rate_limit' });
           logger.debug({ deliveryId, waitMs: permit.waitMs }, 'send waits for its rate limit');
           return { attempt: roundAttempt, wait: 'rate', waitMs: permit.waitMs };
@@ -201,6 +230,11 @@ export function createActivities({ db, secretBox, sender, logger, metrics, autoD
 
     /** Ends a round in `dead_letter` (idempotent). */
     async markDeadLetter(deliveryId: string, reason?: string): Promise<void> {
+      annotateActiveSpan({
+        [SpanAttributes.deliveryId]: deliveryId,
+        [SpanAttributes.deliveryStatus]: 'dead_letter',
+        [SpanAttributes.deadLetterReason]: reason ?? 'every attempt of the round failed',
+      });
       await markDeadLetter(db, deliveryId, reason);
       metrics.deliveriesFinished.inc({ status: 'dead_letter' });
       logger.warn({ deliveryId, reason }, 'delivery dead-lettered');

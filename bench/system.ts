@@ -37,6 +37,7 @@ import { startAlongside } from './lib/alongside.ts';
 import { ProcessSampler, threadCpu, threadCpuDelta } from './lib/procstat.ts';
 import { createProject } from './lib/projects.ts';
 import { createPublisher } from './lib/publisher.ts';
+import { startBenchCollector } from './lib/tracing.ts';
 import { startCertifiedReceiver } from './lib/receiver-client.ts';
 import { REPO_ROOT } from './lib/stack.ts';
 import { peakThroughput, percentiles, perSecond, round, sustainedThroughput } from './lib/stats.ts';
@@ -106,8 +107,15 @@ export async function runSystem(): Promise<Outcome> {
   const profileDir = options.cpuProf ? path.join(REPO_ROOT, 'bench', 'results', 'profiles', `${stamp()}-${runId}`) : undefined;
   if (profileDir) mkdirSync(profileDir, { recursive: true });
   const nodeArgs = profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`, '--cpu-prof-interval=1000'] : [];
-  const plan = options.cluster ? clusterTarget({ caFile: certFile, nodeArgs }, options.cluster) : serviceTarget({ caFile: certFile, nodeArgs });
-  const groups = [...plan.groups, { name: 'receiver', pids: () => [receiver.pid] }, { name: 'bench', pids: () => [process.pid] }];
+  const tracing = options.tracing ? await startBenchCollector() : undefined;
+  const planInputs = { caFile: certFile, nodeArgs, env: tracing?.env ?? {} };
+  const plan = options.cluster ? clusterTarget(planInputs, options.cluster) : serviceTarget(planInputs);
+  const groups = [
+    ...plan.groups,
+    ...(tracing ? [tracing.group] : []),
+    { name: 'receiver', pids: () => [receiver.pid] },
+    { name: 'bench', pids: () => [process.pid] },
+  ];
   const sampler = new ProcessSampler(groups, 500);
   sampler.start();
   const spawnedAt = now();
@@ -314,6 +322,8 @@ export async function runSystem(): Promise<Outcome> {
     service_threads_cpu_s: servicePid ? threadCpuDelta(threadsBefore, threadsAfter) : undefined,
     service_probe: probe?.probe,
     setup: { ...target.setup, state_dir: path.dirname(workDir) },
+    /** Tracing on (--tracing): where the spans went and how many (the collector's CPU is in cpu_s). */
+    tracing: await tracing?.summary(),
     temporal_server: temporalBefore && temporalAfter ? costPerDelivery(temporalBefore, temporalAfter, delivered) : undefined,
     db_statements: statements
       ? {
@@ -434,6 +444,7 @@ export async function runSystem(): Promise<Outcome> {
       serviceProbe?.load_and_drain ? `${serviceProbe.load_and_drain.max_heap_used_mb} / ${serviceProbe.load_and_drain.max_external_mb} MB` : '-',
     ],
     ['service start-up (s)', result.startup.ready_s],
+    ...(result.tracing ? [['tracing', `on: ${result.tracing.spans_exported} spans exported; the collector's CPU is the group "collector"`] as [string, string]] : []),
     ['setup', `${Object.values(target.setup).filter((v) => typeof v === 'string').join('; ')}; state in ${result.setup.state_dir}`],
     ...(result.temporal_server
       ? [[

@@ -19,6 +19,7 @@ import { testEventsRouter } from './api/routes/test-events.ts';
 import { webhooksRouter } from './api/routes/webhooks.ts';
 import { PORTAL_BASE } from './portal/link.ts';
 import { portalRouter } from './portal/router.ts';
+import { httpServerSpans } from './tracing/http-server.ts';
 
 /** Base path of the v2 management API (spec 4). */
 export const V2_BASE = '/api-gateway/v2';
@@ -65,6 +66,8 @@ function asApiError(error: unknown): ApiError | undefined {
 export function createApp(deps: AppDeps) {
   const app = new OpenAPIHono<AppEnv>();
 
+  // First, so that the span covers the whole request; only the producers' door continues a caller's trace.
+  if (deps.tracing) app.use(httpServerSpans({ trustedPrefix: INTERNAL_BASE, untracedPaths: ['/healthz', '/readyz'] }));
   app.use(async (c, next) => {
     const incoming = c.req.header('X-Request-Id');
     const requestId = incoming && REQUEST_ID.test(incoming) ? incoming : `req_${randomUUID()}`;

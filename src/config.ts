@@ -42,6 +42,42 @@ const optionalString = z
   .optional()
   .transform((value) => (value === undefined || value.trim() === '' ? undefined : value));
 
+/** The OTLP protocols of the OpenTelemetry exporter specification this service speaks. */
+const OTLP_PROTOCOLS = ['http/protobuf', 'http/json', 'grpc'] as const;
+type OtlpProtocol = (typeof OTLP_PROTOCOLS)[number];
+
+/** The samplers of OTEL_TRACES_SAMPLER this service offers (the specification's built-in ones). */
+const TRACE_SAMPLERS = ['always_on', 'always_off', 'traceidratio', 'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio'] as const;
+export type TraceSampler = (typeof TRACE_SAMPLERS)[number];
+
+const otlpEndpoint = optionalString.pipe(z.url({ protocol: /^https?$/, message: 'must be an http(s) URL, such as http://collector:4318' }).optional());
+const otlpProtocol = optionalString.pipe(z.enum(OTLP_PROTOCOLS, { message: `must be one of ${OTLP_PROTOCOLS.join(', ')}` }).optional());
+
+/**
+ * A list of `key=value` pairs separated by commas, values percent-encoded (the format of
+ * OTEL_EXPORTER_OTLP_HEADERS and OTEL_RESOURCE_ATTRIBUTES).
+ */
+const keyValueList = optionalString.transform((value, context) => {
+  const pairs: Record<string, string> = {};
+  if (value === undefined) return pairs;
+  for (const entry of value.split(',').filter((item) => item.trim() !== '')) {
+    const separator = entry.indexOf('=');
+    const key = separator > 0 ? entry.slice(0, separator).trim() : '';
+    let decoded: string | undefined;
+    try {
+      decoded = separator > 0 ? decodeURIComponent(entry.slice(separator + 1).trim()) : undefined;
+    } catch {
+      decoded = undefined;
+    }
+    if (!key || decoded === undefined) {
+      context.addIssue({ code: 'custom', message: 'must be key=value pairs separated by commas, values percent-encoded' });
+      return z.NEVER;
+    }
+    pairs[key] = decoded;
+  }
+  return pairs;
+});
+
 const environmentVariables = z.object({
   PORT: port.default(8080),
   HOST: z.string().min(1).default('127.0.0.1'),
@@ -129,6 +165,28 @@ const environmentVariables = z.object({
     .pipe(z.number().min(0.1, 'must be at least 0.1 deliveries per second').max(1000, 'must be at most 1000 deliveries per second'))
     .prefault('10'),
   RETENTION_SWEEP_INTERVAL: duration(60_000).prefault('1h'),
+  DELIVERY_TRACEPARENT: booleanFromString.default(false),
+  OTEL_SDK_DISABLED: z
+    .string()
+    .transform((value) => value.trim().toLowerCase())
+    .pipe(z.enum(['true', 'false', ''], { message: 'must be true or false' }))
+    .transform((value) => value === 'true')
+    .default(false),
+  OTEL_EXPORTER_OTLP_ENDPOINT: otlpEndpoint,
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: otlpEndpoint,
+  OTEL_EXPORTER_OTLP_PROTOCOL: otlpProtocol,
+  OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: otlpProtocol,
+  OTEL_EXPORTER_OTLP_HEADERS: keyValueList,
+  OTEL_SERVICE_NAME: optionalString,
+  OTEL_RESOURCE_ATTRIBUTES: keyValueList,
+  OTEL_TRACES_SAMPLER: optionalString.pipe(z.enum(TRACE_SAMPLERS, { message: `must be one of ${TRACE_SAMPLERS.join(', ')}` }).optional()),
+  OTEL_TRACES_SAMPLER_ARG: optionalString.pipe(
+    z
+      .string()
+      .regex(/^\s*(0(\.\d+)?|1(\.0+)?|\.\d+)\s*$/, 'must be a sampling ratio from 0 to 1, such as 0.25')
+      .transform(Number)
+      .optional(),
+  ),
 });
 
 const environmentSchema = environmentVariables.transform((env, context) => ({ ...env, temporalTls: temporalTls(env, context) }));
@@ -227,6 +285,37 @@ function readPrivateKey(variable: string, file: string, problem: Problem): { pem
   }
 }
 
+/**
+ * Tracing (src/tracing/) from the standard OTEL_* variables: on when an OTLP endpoint is set and
+ * OTEL_SDK_DISABLED is not true; undefined (off: no SDK loaded) otherwise.
+ */
+function tracingConfig(env: z.infer<typeof environmentVariables>) {
+  const base = env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ?? env.OTEL_EXPORTER_OTLP_ENDPOINT;
+  if (env.OTEL_SDK_DISABLED || base === undefined) return undefined;
+  const protocol: OtlpProtocol = env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL ?? env.OTEL_EXPORTER_OTLP_PROTOCOL ?? 'http/protobuf';
+  // The traces endpoint is used as given; the general one gets the signal's path over HTTP (gRPC has none).
+  const endpoint =
+    env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ?? (protocol === 'grpc' ? base : `${base.replace(/\/+$/, '')}/v1/traces`);
+  const { 'service.name': resourceServiceName, ...resourceAttributes } = env.OTEL_RESOURCE_ATTRIBUTES;
+  const sampler: TraceSampler = env.OTEL_TRACES_SAMPLER ?? 'parentbased_always_on';
+  return {
+    /** Where spans go: the full URL of the traces endpoint over HTTP, the collector's address over gRPC. */
+    endpoint,
+    protocol,
+    /** Headers of every export request (an authorization token, say): never logged. */
+    headers: env.OTEL_EXPORTER_OTLP_HEADERS,
+    /** OTEL_SERVICE_NAME, else `service.name` of OTEL_RESOURCE_ATTRIBUTES; unset, each role names itself. */
+    serviceName: env.OTEL_SERVICE_NAME ?? resourceServiceName,
+    resourceAttributes,
+    sampler,
+    /** The ratio of the `traceidratio` samplers (OTEL_TRACES_SAMPLER_ARG, 1 when unset). */
+    samplerRatio: env.OTEL_TRACES_SAMPLER_ARG ?? 1,
+  };
+}
+
+/** Tracing settings (the standard OTEL_* variables). */
+export type TracingConfig = NonNullable<ReturnType<typeof tracingConfig>>;
+
 /** The service configuration, parsed once from the environment. */
 export type Config = ReturnType<typeof toConfig>;
 
@@ -308,6 +397,8 @@ function toConfig(env: z.infer<typeof environmentSchema>) {
       timeoutMs: env.DELIVERY_TIMEOUT_MS,
       allowPrivateTargets: env.DELIVERY_ALLOW_PRIVATE_TARGETS,
       caFile: env.DELIVERY_CA_FILE,
+      /** Send a W3C `traceparent` header to customer endpoints (DELIVERY_TRACEPARENT; needs tracing on). */
+      traceparent: env.DELIVERY_TRACEPARENT,
     },
     /** Flow control of the sends to one endpoint (src/flow-control/). */
     flow: {
@@ -316,6 +407,8 @@ function toConfig(env: z.infer<typeof environmentSchema>) {
       /** Failed attempts in a row that open a webhook's circuit breaker. */
       breakerThreshold: env.CIRCUIT_BREAKER_THRESHOLD,
     },
+    /** OpenTelemetry tracing; undefined when off (no OTLP endpoint, or OTEL_SDK_DISABLED=true). */
+    tracing: tracingConfig(env),
   };
 }
 

@@ -1,4 +1,5 @@
 import { pino, type DestinationStream, type Logger } from 'pino';
+import { traceFields } from './tracing/context.ts';
 
 /** Field paths that must never reach a log line, wherever they appear. */
 const REDACTED_PATHS = [
@@ -18,7 +19,8 @@ const REDACTED_PATHS = [
 
 /**
  * Structured JSON logs, on stdout unless another destination is given; secrets, tokens,
- * custom headers and event data are redacted wherever they appear as fields.
+ * custom headers and event data are redacted wherever they appear as fields. A line written
+ * while a span is active (tracing on) carries its `trace_id` and `span_id`.
  */
 export function createLogger(
   level: string,
@@ -30,6 +32,7 @@ export function createLogger(
     base: { service: 'webhooks', ...base },
     timestamp: pino.stdTimeFunctions.isoTime,
     redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
+    mixin: traceFields,
   };
   return destination ? pino(options, destination) : pino(options);
 }

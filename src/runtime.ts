@@ -16,6 +16,7 @@ import { installTemporalRuntime } from './temporal/runtime.ts';
 import { ensureSearchAttributes } from './temporal/search-attributes.ts';
 import { ensureRetentionSchedule } from './retention/schedule.ts';
 import { formatDuration } from './duration.ts';
+import { startTracing } from './tracing/index.ts';
 import { startDeliveryWorker } from './worker.ts';
 
 /** Which parts this process runs. */
@@ -105,6 +106,10 @@ export async function startService(config: Config, role: Role, logger: Logger): 
 
     const secretBox = await loadSecretBox(config);
 
+    // Closed after everything that makes spans, so that the last of them are exported.
+    const tracing = await startTracing(config.tracing, role, logger);
+    if (tracing) closer.add('tracing', () => tracing.shutdown());
+
     const runsWorker = role === 'all' || role === 'worker';
     const sdkMetricsAddress = runsWorker ? `127.0.0.1:${config.metrics.sdkPort}` : undefined;
     try {
@@ -116,7 +121,11 @@ export async function startService(config: Config, role: Role, logger: Logger): 
     // API no JavaScript gRPC stack, and a worker in this process takes their first task eagerly.
     const connection = await connectToTemporal(temporalAddress, config.temporal, (options) => NativeConnection.connect(options));
     closer.add('Temporal connection', () => connection.close());
-    const client = new Client({ connection, namespace: config.temporal.namespace });
+    const client = new Client({
+      connection,
+      namespace: config.temporal.namespace,
+      ...(tracing ? { interceptors: tracing.clientInterceptors } : {}),
+    });
     const scheduler = new DeliveryScheduler(client, config.temporal.taskQueue, {
       bulkRetryRate: config.bulkRetryRate,
       eagerStart: role === 'all',
@@ -142,6 +151,8 @@ export async function startService(config: Config, role: Role, logger: Logger): 
         flow: config.flow,
         workflowBundlePath: config.temporal.workflowBundlePath,
         maxCachedWorkflows: config.temporal.maxCachedWorkflows,
+        tracing,
+        sendTraceparent: config.delivery.traceparent,
       });
       closer.add('worker', () => worker.stop());
       workerDone = worker.done;
@@ -169,6 +180,7 @@ export async function startService(config: Config, role: Role, logger: Logger): 
         logger,
         metrics,
         publicUrl: config.http.publicUrl,
+        tracing: tracing !== undefined,
       });
       const server = await startHttpServer(app.fetch, { port: config.http.port, host: config.http.host });
       closer.add('HTTP server', () => new Promise((resolve) => server.close(() => resolve(undefined))));

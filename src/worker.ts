@@ -19,11 +19,28 @@ import type { Metrics } from './metrics.ts';
 import type { SecretBox } from './secrets.ts';
 import { nodeArgsForChild } from './node-child.ts';
 import type { DeliveryScheduler } from './temporal/scheduler.ts';
+import type { Tracing } from './tracing/index.ts';
 
 const runFile = promisify(execFile);
 
 /** The workflow code that bundles are built from (by `npm run build:workflows`, or at start). */
 export const WORKFLOWS_PATH = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
+
+/** The workflow interceptors (OpenTelemetry's) of the bundle a worker with tracing on runs. */
+const TRACING_INTERCEPTORS_PATH = fileURLToPath(new URL('../workflows/tracing-interceptors.ts', import.meta.url));
+
+/** What `bundleWorkflowCode` builds the bundle from: with tracing, the interceptors are in it. */
+export function workflowBundleOptions(tracing: boolean): { workflowsPath: string; workflowInterceptorModules: string[] } {
+  return { workflowsPath: WORKFLOWS_PATH, workflowInterceptorModules: tracing ? [TRACING_INTERCEPTORS_PATH] : [] };
+}
+
+/**
+ * Where the bundle with tracing is kept beside the one without (WORKFLOW_BUNDLE_PATH):
+ * `dist/workflow-bundle.js` → `dist/workflow-bundle.tracing.js`.
+ */
+export function tracingBundlePath(bundlePath: string): string {
+  return `${bundlePath.replace(/\.js$/, '')}.tracing.js`;
+}
 
 export interface DeliveryWorkerOptions {
   /** The process's connection to Temporal; the caller closes it after the worker stops. */
@@ -46,6 +63,13 @@ export interface DeliveryWorkerOptions {
   flow: { maxInFlight: number; breakerThreshold: number };
   /** Outbox sweep period; 0 turns the sweep off. */
   sweepIntervalMs?: number;
+  /**
+   * Tracing on: the worker runs the bundle with the workflow interceptors and adds the activity
+   * interceptors and the workflows' span sink.
+   */
+  tracing?: Pick<Tracing, 'workerOptions'> | undefined;
+  /** Send a `traceparent` header to customer endpoints (DELIVERY_TRACEPARENT). */
+  sendTraceparent?: boolean;
 }
 
 /** A running worker: the delivery and retention activities, the workflows and the outbox sweep. */
@@ -84,11 +108,12 @@ const BUNDLE_SCRIPT = fileURLToPath(new URL('../scripts/bundle-workflows.ts', im
  * Bundles the workflow code (webpack) in a short-lived child process: in this one, webpack
  * and its loaders would stay in memory for the life of the worker, about 90 MB.
  */
-async function bundleInChildProcess(): Promise<string> {
+async function bundleInChildProcess(tracing: boolean): Promise<string> {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'workflow-bundle-'));
   const file = path.join(dir, 'workflow-bundle.js');
   try {
-    await runFile(process.execPath, [...nodeArgsForChild(), BUNDLE_SCRIPT, file], { maxBuffer: 16 * 1024 * 1024 }).catch(
+    const args = [...nodeArgsForChild(), BUNDLE_SCRIPT, file, ...(tracing ? ['--tracing'] : [])];
+    await runFile(process.execPath, args, { maxBuffer: 16 * 1024 * 1024 }).catch(
       (error: { stderr?: string; message: string }) => {
         throw new Error(`bundling the workflow code failed: ${error.stderr?.trim() || error.message}`);
       },
@@ -106,8 +131,10 @@ export async function startDeliveryWorker(options: DeliveryWorkerOptions): Promi
     allowPrivateTargets: options.delivery.allowPrivateTargets,
     ca: options.delivery.caFile ? await readFile(options.delivery.caFile) : undefined,
   });
-  const prebuilt = options.workflowBundlePath && existsSync(options.workflowBundlePath) ? options.workflowBundlePath : undefined;
-  const workflowBundle = prebuilt ? { codePath: prebuilt } : { code: await bundleInChildProcess() };
+  const tracing = options.tracing !== undefined;
+  const bundlePath = options.workflowBundlePath && (tracing ? tracingBundlePath(options.workflowBundlePath) : options.workflowBundlePath);
+  const prebuilt = bundlePath && existsSync(bundlePath) ? bundlePath : undefined;
+  const workflowBundle = prebuilt ? { codePath: prebuilt } : { code: await bundleInChildProcess(tracing) };
   const worker = await Worker.create({
     connection: options.connection,
     namespace: options.namespace,
@@ -120,6 +147,7 @@ export async function startDeliveryWorker(options: DeliveryWorkerOptions): Promi
         sender,
         logger: options.logger.child({ component: 'activity' }),
         metrics: options.metrics,
+        sendTraceparent: options.sendTraceparent ?? false,
         autoDisable: options.autoDisable,
         flow: {
           limits: {
@@ -136,8 +164,9 @@ export async function startDeliveryWorker(options: DeliveryWorkerOptions): Promi
     },
     maxCachedWorkflows: options.maxCachedWorkflows,
     shutdownGraceTime: '35s',
+    ...options.tracing?.workerOptions,
   });
-  options.logger.info({ taskQueue: options.taskQueue, bundle: prebuilt ?? 'compiled at start' }, 'worker started');
+  options.logger.info({ taskQueue: options.taskQueue, bundle: prebuilt ?? 'compiled at start', tracing }, 'worker started');
 
   const sweepInterval = options.sweepIntervalMs ?? 10_000;
   const sweep =

@@ -44,7 +44,8 @@ describe('parseConfig', () => {
     expect(config.logLevel).toBe('info');
     expect(config.secretEncryptionKey).toBeUndefined();
     expect(config.eventProducerToken).toBeUndefined();
-    expect(config.delivery).toEqual({ timeoutMs: 30_000, allowPrivateTargets: false, caFile: undefined });
+    expect(config.delivery).toEqual({ timeoutMs: 30_000, allowPrivateTargets: false, caFile: undefined, traceparent: false });
+    expect(config.tracing).toBeUndefined();
     expect(config.retention).toEqual({ periodMs: 30 * 86_400_000, sweepIntervalMs: 3_600_000 });
     expect(config.bulkRetryRate).toBe(10);
     expect(config.autoDisable).toEqual({ afterMs: 5 * 86_400_000, minDeadLetters: 10 });
@@ -117,6 +118,7 @@ describe('parseConfig', () => {
       DELIVERY_TIMEOUT_MS: '5000',
       DELIVERY_ALLOW_PRIVATE_TARGETS: 'true',
       DELIVERY_CA_FILE: '/etc/ca.pem',
+      DELIVERY_TRACEPARENT: 'true',
     });
 
     expect(config.http).toEqual({ port: 9090, host: '0.0.0.0' });
@@ -126,7 +128,51 @@ describe('parseConfig', () => {
     expect(config.secretEncryptionKey).toBe(KEY_32_BYTES);
     expect(config.eventProducerToken).toBe('p'.repeat(32));
     expect(config.metrics.host).toBe('10.0.0.5');
-    expect(config.delivery).toEqual({ timeoutMs: 5000, allowPrivateTargets: true, caFile: '/etc/ca.pem' });
+    expect(config.delivery).toEqual({ timeoutMs: 5000, allowPrivateTargets: true, caFile: '/etc/ca.pem', traceparent: true });
+  });
+
+  it('turns tracing on with an OTLP endpoint, from the standard OTEL_* variables only', () => {
+    expect(
+      parseConfig({
+        OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318/',
+        OTEL_EXPORTER_OTLP_HEADERS: 'authorization=Bearer%20abc, x-tenant = acme',
+        OTEL_RESOURCE_ATTRIBUTES: 'service.name=from-resource,deployment.environment.name=prod',
+      }).tracing,
+    ).toEqual({
+      endpoint: 'http://collector:4318/v1/traces',
+      protocol: 'http/protobuf',
+      headers: { authorization: 'Bearer abc', 'x-tenant': 'acme' },
+      serviceName: 'from-resource',
+      resourceAttributes: { 'deployment.environment.name': 'prod' },
+      sampler: 'parentbased_always_on',
+      samplerRatio: 1,
+    });
+    expect(
+      parseConfig({
+        OTEL_EXPORTER_OTLP_ENDPOINT: 'http://ignored:4318',
+        OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'https://collector.example.com/custom/traces',
+        OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc',
+        OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'http/json',
+        OTEL_SERVICE_NAME: 'webhooks-eu',
+        OTEL_RESOURCE_ATTRIBUTES: 'service.name=overridden',
+        OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
+        OTEL_TRACES_SAMPLER_ARG: '0.25',
+      }).tracing,
+    ).toMatchObject({
+      endpoint: 'https://collector.example.com/custom/traces',
+      protocol: 'http/json',
+      serviceName: 'webhooks-eu',
+      sampler: 'parentbased_traceidratio',
+      samplerRatio: 0.25,
+    });
+    // gRPC has no signal path: the endpoint is the collector's address.
+    expect(parseConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4317', OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' }).tracing?.endpoint).toBe('http://collector:4317');
+  });
+
+  it('keeps tracing off with OTEL_SDK_DISABLED=true, an endpoint set or not', () => {
+    expect(parseConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318', OTEL_SDK_DISABLED: 'TRUE' }).tracing).toBeUndefined();
+    expect(parseConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318', OTEL_SDK_DISABLED: 'false' }).tracing).toBeDefined();
+    expect(parseConfig({ OTEL_SERVICE_NAME: 'webhooks', OTEL_TRACES_SAMPLER: 'always_on' }).tracing).toBeUndefined();
   });
 
   it('reads PUBLIC_URL as an origin, and refuses one with a path or another scheme, naming it', () => {
@@ -157,6 +203,16 @@ describe('parseConfig', () => {
     ['LOG_LEVEL', 'loud'],
     ['SECRET_ENCRYPTION_KEY', 'short'],
     ['DELIVERY_ALLOW_PRIVATE_TARGETS', 'yes'],
+    ['DELIVERY_TRACEPARENT', 'maybe'],
+    ['OTEL_SDK_DISABLED', 'yes'],
+    ['OTEL_EXPORTER_OTLP_ENDPOINT', 'collector:4318'],
+    ['OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', 'ftp://collector/v1/traces'],
+    ['OTEL_EXPORTER_OTLP_PROTOCOL', 'http'],
+    ['OTEL_EXPORTER_OTLP_TRACES_PROTOCOL', 'grpc/json'],
+    ['OTEL_EXPORTER_OTLP_HEADERS', 'authorization'],
+    ['OTEL_RESOURCE_ATTRIBUTES', 'team=%zz'],
+    ['OTEL_TRACES_SAMPLER', 'jaeger_remote'],
+    ['OTEL_TRACES_SAMPLER_ARG', '1.5'],
   ])('rejects %s=%s with a ConfigError that names the variable', (variable, value) => {
     const error = configError({ [variable]: value });
 

@@ -27,6 +27,9 @@ Output:
   did not verify; 1 on an error, 2 on a bad option.
 
 Service:
+  --tracing             tracing on: every service process exports its spans to a real OpenTelemetry
+                        Collector (built by scripts/otel-collector.mjs, measured as the group
+                        "collector") over OTLP/HTTP; compare cpu ms per delivery with a run without
   --cpu-prof            run the service with node --cpu-prof and summarise the profile (load window only)
   --prebuilt-bundle     build the workflow bundle first (as npm run build:workflows would, into the temp
                         dir) and start the worker with it, instead of bundling at start
@@ -92,6 +95,7 @@ const { values: args } = parseArgs({
     label: { type: 'string' },
     'cpu-prof': { type: 'boolean', default: false },
     'prebuilt-bundle': { type: 'boolean', default: false },
+    tracing: { type: 'boolean', default: false },
     env: { type: 'string', multiple: true, default: [] },
     trust: { type: 'string', default: 'ca-file' },
     'state-dir': { type: 'string' },
@@ -144,6 +148,7 @@ if (noisy && (rateArg === 'max' || args.webhooks !== '1' || args['fail-ratio'] !
   usageError('--noisy-neighbour takes a fixed --rate, one webhook per project, and none of --fail-ratio, --alongside, --ceiling, --cpu-prof');
 }
 if (!noisy && (args['neighbour-events'] ?? args['neighbour-rate'] ?? args['neighbour-hold'] ?? args['neighbour-settle']) !== undefined) usageError('--neighbour-* go with --noisy-neighbour');
+if (args.tracing && (args.ceiling || noisy)) usageError('--tracing measures a system run: not with --ceiling or --noisy-neighbour');
 if (!args.cluster && (args.workers !== undefined || args['history-shards'] !== undefined)) usageError('--workers and --history-shards go with --cluster');
 
 /** The options of this run, validated. */
@@ -178,6 +183,7 @@ export const options = {
   label: args.label,
   cpuProf: args['cpu-prof'],
   prebuiltBundle: args['prebuilt-bundle'],
+  tracing: args.tracing,
   stateDir: args['state-dir'],
   postgres: args.postgres,
   pgSettings: args['pg-setting'] ?? [],

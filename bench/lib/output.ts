@@ -116,6 +116,7 @@ export const GROUP_COLORS: Record<string, string> = {
   api: '#17becf',
   worker: '#1f77b4',
   ui: '#e377c2',
+  collector: '#aec7e8',
   other: '#7f7f7f',
 };
 

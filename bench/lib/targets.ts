@@ -52,10 +52,12 @@ interface PlanInputs {
   caFile: string;
   /** Extra node flags of the service process (--cpu-prof). */
   nodeArgs: string[];
+  /** More environment of the service's processes (--tracing's), with --env's. */
+  env?: Record<string, string>;
 }
 
 /** The service as one process, on the embedded stack or the backends of the options and the environment. */
-export function serviceTarget({ caFile, nodeArgs }: PlanInputs): TargetPlan {
+export function serviceTarget({ caFile, nodeArgs, env = {} }: PlanInputs): TargetPlan {
   let servicePid = 0;
   let ownPostgres: OwnBackend | undefined;
   let ownTemporal: OwnBackend | undefined;
@@ -129,7 +131,7 @@ export function serviceTarget({ caFile, nodeArgs }: PlanInputs): TargetPlan {
         workDir,
         caFile,
         trust: options.trust,
-        env: options.extraEnv,
+        env: { ...options.extraEnv, ...env },
         databaseUrl: databaseUrl(),
         temporalAddress: temporalAddress(),
         workflowBundlePath: bundlePath,
@@ -180,7 +182,7 @@ export function serviceTarget({ caFile, nodeArgs }: PlanInputs): TargetPlan {
  * DATA_DIR): PostgreSQL, the Temporal server, the Web UI, the API and worker replicas, each a
  * process group of its own.
  */
-export function clusterTarget({ caFile }: PlanInputs, cluster: { workers: number; historyShards: number }): TargetPlan {
+export function clusterTarget({ caFile, env = {} }: PlanInputs, cluster: { workers: number; historyShards: number }): TargetPlan {
   const dataDir = dataDirOf(workDir);
   const stateFile = path.join(dataDir, 'cluster', 'state.json');
   // Read at each sample: the replicas appear in the state file as `up` starts them.
@@ -230,6 +232,7 @@ export function clusterTarget({ caFile }: PlanInputs, cluster: { workers: number
           DELIVERY_ALLOW_PRIVATE_TARGETS: 'true',
           ...(options.trust === 'ca-file' ? { DELIVERY_CA_FILE: caFile } : { NODE_EXTRA_CA_CERTS: caFile }),
           ...options.extraEnv,
+          ...env,
         },
       });
       const startupMs = Math.round(performance.now() - started);

@@ -21,6 +21,8 @@ export interface AppDeps {
   metrics: Metrics;
   /** The origin customers reach the service at (PUBLIC_URL), for portal links; the request's origin when unset. */
   publicUrl?: string | undefined;
+  /** Tracing is on: each request is served in a span (src/tracing/http-server.ts). */
+  tracing?: boolean;
 }
 
 /** Hono environment shared by every router. */

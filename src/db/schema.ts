@@ -106,6 +106,11 @@ export const events = pgTable(
     createdAt: createdAt(),
     /** Set once every delivery workflow of the event has been started. */
     dispatchedAt: timestamp('dispatched_at', { withTimezone: true, mode: 'date' }),
+    /**
+     * The W3C `traceparent` of the request that accepted the event (tracing on), so that delivery
+     * workflows started later by the outbox sweep join that request's trace.
+     */
+    traceparent: text('traceparent'),
   },
   (table) => [
     uniqueIndex('events_producer_key_idx').on(table.projectId, table.producerEventId),

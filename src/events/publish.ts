@@ -3,6 +3,9 @@ import { markEventDispatched, recordEvent, type DeliveryTarget } from '../db/que
 import type { EventRow } from '../db/schema.ts';
 import type { SecretBox } from '../secrets.ts';
 import type { DeliveryScheduler } from '../temporal/scheduler.ts';
+import { SpanAttributes } from '../tracing/attributes.ts';
+import { currentTraceparent, withTraceparent } from '../tracing/context.ts';
+import { annotateActiveSpan } from '../tracing/spans.ts';
 import { sampleDocauthCompleted } from './sample.ts';
 import type { PublishEventInput } from './schema.ts';
 
@@ -21,14 +24,18 @@ export interface PublishedEvent {
   created: boolean;
 }
 
-/** Starts the delivery workflows of a stored event and records that it is dispatched. */
+/**
+ * Starts the delivery workflows of a stored event and records that it is dispatched. The starts
+ * join the trace of the request that accepted the event (its stored `traceparent`), also when the
+ * outbox sweep makes them later.
+ */
 export async function dispatchEvent(
   deps: Pick<PublishDeps, 'db' | 'scheduler'>,
   event: EventRow,
   targets: readonly DeliveryTarget[],
 ): Promise<void> {
-  await deps.scheduler.start(
-    targets.map((target) => ({ ...target, projectId: event.projectId, event: event.event })),
+  await withTraceparent(event.traceparent, () =>
+    deps.scheduler.start(targets.map((target) => ({ ...target, projectId: event.projectId, event: event.event }))),
   );
   await markEventDispatched(deps.db, event.id);
 }
@@ -48,7 +55,9 @@ export async function publishEvent(deps: PublishDeps, input: PublishEventInput, 
     occurredAt: input.occurred_at ? new Date(input.occurred_at) : new Date(),
     payload: input.data,
     onlyWebhookId,
+    traceparent: currentTraceparent(),
   });
+  annotateActiveSpan({ [SpanAttributes.eventId]: recorded.event.id, [SpanAttributes.deliveryCount]: recorded.deliveries.length });
   if (recorded.created || !recorded.event.dispatchedAt) {
     await dispatchEvent(deps, recorded.event, recorded.deliveries);
   }

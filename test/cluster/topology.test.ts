@@ -13,7 +13,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { boundPorts, type ClusterLayout } from '../../src/cluster/layout.ts';
 import { portIsFree, processStartTime } from '../../src/cluster/processes.ts';
 import type { ClusterStatus } from '../../src/cluster/topology.ts';
@@ -23,11 +23,13 @@ import { randomToken } from '../../src/secrets.ts';
 import { connectToTemporal } from '../../src/temporal/connection.ts';
 import { launchChromium, openPortalLink } from '../support/browser.ts';
 import { startClusterTopology, type ClusterHandle } from '../support/cluster.ts';
+import { startCollector, type Collector } from '../support/collector.ts';
 import { docauthData } from '../support/event-data.ts';
 import { call as httpCall, type HttpAnswer } from '../support/http.ts';
 import { startHttpsReceiver, type HttpsReceiver, type ReceivedRequest } from '../support/https-receiver.ts';
 import { freePort } from '../support/ports.ts';
 import { serviceNodeFlags } from '../support/service-command.ts';
+import { attemptSpans, expectOneDeliveryTrace, only, spansOf } from '../support/traces.ts';
 
 const run = promisify(execFile);
 const REPO_ROOT = path.resolve(import.meta.dirname, '../..');
@@ -37,6 +39,7 @@ const TLS = parseConfig(process.env).cluster.tls;
 
 let cluster: ClusterHandle;
 let receiver: HttpsReceiver;
+let collector: Collector;
 
 /** The shared client's answer; a call that gets none fails the test. */
 async function call(url: string, init: Parameters<typeof httpCall>[1] = {}): Promise<HttpAnswer> {
@@ -75,15 +78,23 @@ const requestsFor = (deliveryId: string): ReceivedRequest[] =>
 
 beforeAll(async () => {
   receiver = await startHttpsReceiver();
+  // Every replica exports its spans to one real OpenTelemetry Collector (OTLP over HTTP).
+  collector = await startCollector();
   cluster = await startClusterTopology({
     name: 'e2e',
-    env: { DELIVERY_CA_FILE: receiver.certFile, DELIVERY_ALLOW_PRIVATE_TARGETS: 'true', EVENT_PRODUCER_TOKEN: PRODUCER_TOKEN },
+    env: {
+      DELIVERY_CA_FILE: receiver.certFile,
+      DELIVERY_ALLOW_PRIVATE_TARGETS: 'true',
+      EVENT_PRODUCER_TOKEN: PRODUCER_TOKEN,
+      OTEL_EXPORTER_OTLP_ENDPOINT: collector.httpEndpoint,
+    },
   });
 });
 
 afterAll(async () => {
   await cluster?.destroy();
   await receiver?.close();
+  await collector?.stop();
 });
 
 describe('npm run cluster', () => {
@@ -280,6 +291,47 @@ describe('npm run cluster', () => {
     expect(delivered.attempt_count).toBe(6);
     const last = requestsFor(deliveryOf.deadLettered).at(-1)!;
     expect(verifyWebhook({ rawBody: last.rawBody, headers: last.headers, secret }).id).toBe(deliveryOf.deadLettered);
+  });
+
+  it('traces each delivery as one trace across the replicas: published on an API replica, run by the workers, retried through the other API replica', async () => {
+    const pidsOf = (role: string) => cluster.status.processes.filter((p) => p.role === role).map((p) => p.pid);
+    const [api0, api1] = pidsOf('api') as [number, number];
+    const workers = pidsOf('worker');
+    // Each replica exports in its own batches: the checks are made again until every span they need has come.
+    await vi.waitFor(
+      () => {
+        const spans = collector.spans();
+        // Published on API replica 0; the workflow and its three attempts on the worker replicas; one trace.
+        const retried = expectOneDeliveryTrace(spans, deliveryOf.retried, 3);
+        expect(retried.server.resource).toMatchObject({ 'service.name': 'webhooks-api', 'process.pid': api0 });
+        expect(retried.start.resource).toMatchObject({ 'service.name': 'webhooks-api', 'process.pid': api0 });
+        expect(retried.run.resource['service.name']).toBe('webhooks-worker');
+        const attempts = attemptSpans(spans, deliveryOf.retried);
+        expect(attempts.map((span) => [span.attributes['webhooks.attempt.outcome'], span.attributes['http.response.status_code']])).toEqual([
+          ['http_error', 503],
+          ['http_error', 503],
+          ['succeeded', 200],
+        ]);
+        for (const span of [retried.run, ...attempts]) expect(workers).toContain(span.resource['process.pid']);
+
+        // The dead letter in its delivery's trace; the retry, sent by API replica 1, in the API call's trace, linked to it.
+        const deadLettered = expectOneDeliveryTrace(spans, deliveryOf.deadLettered, 6);
+        const deadLetter = only(spansOf(spans, deliveryOf.deadLettered), 'RunActivity:markDeadLetter');
+        expect(deadLetter).toMatchObject({ traceId: deadLettered.traceId, resource: { 'service.name': 'webhooks-worker' } });
+        expect(deadLetter.attributes['webhooks.delivery.status']).toBe('dead_letter');
+        const signalled = only(spansOf(spans, deliveryOf.deadLettered), 'SignalWithStartWorkflow:deliveryWorkflow');
+        expect(signalled.resource).toMatchObject({ 'service.name': 'webhooks-api', 'process.pid': api1 });
+        const retryCall = spans.find((span) => span.spanId === signalled.parentSpanId)!;
+        expect(retryCall).toMatchObject({ name: 'POST /api-gateway/v2/webhooks/:id/deliveries/:delivery_id/retry', traceId: signalled.traceId });
+        const handled = only(
+          spans.filter((span) => span.parentSpanId === signalled.spanId),
+          'HandleSignal:retry',
+        );
+        expect(handled.resource['service.name']).toBe('webhooks-worker');
+        expect(handled.links).toEqual([{ traceId: deadLettered.traceId, spanId: deadLettered.run.spanId }]);
+      },
+      { timeout: 60_000, interval: 1_000 },
+    );
   });
 
   it('serves the customer portal on every API replica: a CLI link opened on one, used on the other, in Chromium', async () => {

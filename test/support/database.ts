@@ -55,6 +55,8 @@ export async function openTestDatabase(): Promise<DatabaseHandle> {
 export interface SharedTestDatabase extends DatabaseHandle {
   /** Environment that points the CLI at it: DATABASE_URL, or PGLITE_PORT and DATA_DIR. */
   cliEnv: Record<string, string>;
+  /** Its postgres:// URL (PGlite's on its loopback port), for a service started as DATABASE_URL. */
+  url: string;
 }
 
 /**
@@ -70,6 +72,7 @@ export async function openSharedTestDatabase(): Promise<SharedTestDatabase> {
     return {
       ...handle,
       cliEnv: { DATABASE_URL: scratch.url },
+      url: scratch.url,
       async close() {
         await handle.close();
         await scratch.drop();
@@ -84,6 +87,7 @@ export async function openSharedTestDatabase(): Promise<SharedTestDatabase> {
   return {
     ...handle,
     cliEnv: { PGLITE_PORT: String(port), DATA_DIR: folder },
+    url: embedded.url,
     async close() {
       await handle.close();
       await embedded.stop();

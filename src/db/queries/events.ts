@@ -17,6 +17,8 @@ export interface NewEvent {
   payload: Record<string, unknown>;
   /** Deliver to this webhook only (a test event), when it is active and subscribed. */
   onlyWebhookId?: string | undefined;
+  /** The trace context of the request that accepts it (`traceparent`), kept for the outbox sweep. */
+  traceparent?: string | undefined;
 }
 
 /** A delivery of an event, with what its workflow is started with. */
@@ -53,6 +55,7 @@ export async function recordEvent(db: Database, box: SecretBox, input: NewEvent)
     erasedAt: null,
     createdAt: now,
     dispatchedAt: null,
+    traceparent: input.traceparent ?? null,
   };
   const subscribed = (await listSubscribedWebhooks(db, input.projectId, input.event)).filter(
     (webhook) => input.onlyWebhookId === undefined || webhook.id === input.onlyWebhookId,
@@ -64,9 +67,9 @@ export async function recordEvent(db: Database, box: SecretBox, input: NewEvent)
   }));
   const at = sql`${now.toISOString()}::timestamptz`;
   const insertEvent = sql`
-    insert into events (id, project_id, producer_event_id, event, occurred_at, payload_sealed, request_id_hash, created_at)
+    insert into events (id, project_id, producer_event_id, event, occurred_at, payload_sealed, request_id_hash, created_at, traceparent)
     values (${stored.id}, ${stored.projectId}, ${stored.producerEventId}, ${stored.event},
-            ${stored.occurredAt.toISOString()}::timestamptz, ${stored.payloadSealed}, ${stored.requestIdHash}, ${at})
+            ${stored.occurredAt.toISOString()}::timestamptz, ${stored.payloadSealed}, ${stored.requestIdHash}, ${at}, ${stored.traceparent})
     on conflict (project_id, producer_event_id) do nothing
     returning id`;
   const inserted = await queryRows<{ id: string }>(

@@ -1,0 +1,2 @@
+/** The collector's path in .tools/bin, built first unless current. */
+export declare function ensureCollector(): string;
