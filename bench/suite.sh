@@ -8,7 +8,9 @@
 #                                  npm run cluster, interleaved in one session; not part of all);
 #                                  scale-out (1, 2 and 4 worker replicas of the production topology
 #                                  at 4 history shards, interleaved, and the service's PostgreSQL load
-#                                  per delivery; not part of all)
+#                                  per delivery; not part of all);
+#                                  tracing (the embedded stack at 20 events/s without and with
+#                                  tracing to a real OpenTelemetry Collector, interleaved; not part of all)
 #
 # Results go to bench/results/suite-<time>/ (JSON + SVG per run, and suite.log).
 set -u
@@ -100,9 +102,15 @@ topology)
   ;;
 scale-out)
   for round in 1 2; do
-    for workers in 1 2 4; do run "max-cluster-w$workers-s4-$round" --rate max --duration 45 --cluster --workers "$workers" --history-shards 4; done
+    for workers in 1 2 4; do run "max-cluster-w$workers-s4-$round" --rate max --duration 30 --cluster --workers "$workers" --history-shards 4; done
   done
-  run r20-devserver-postgres --rate 20 --duration 45 --own-temporal --postgres
+  run r20-devserver-postgres --rate 20 --duration 30 --own-temporal --postgres
+  ;;
+tracing)
+  for round in 1 2; do
+    run "r20-embedded-$round" --rate 20 --duration 30
+    run "r20-embedded-tracing-$round" --rate 20 --duration 30 --tracing
+  done
   ;;
 esac
 echo "results in $OUT" | tee -a "$LOG"
