@@ -181,11 +181,20 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
   const child = spawn(cli, devServerArgs(options), { stdio: ['ignore', 'pipe', 'pipe'] });
   let spawnError: Error | undefined;
   child.once('error', (error) => (spawnError = error));
-  // The last output, for the error message when the server does not come up.
-  let tail = '';
-  const keepTail = (chunk: Buffer) => (tail = (tail + chunk.toString()).slice(-2_000));
-  child.stdout?.on('data', keepTail);
-  child.stderr?.on('data', keepTail);
+  // The first and the last output, for the error message when the server does not come up (a Go
+  // panic says why in its first line and where in the stack that follows).
+  let output = '';
+  let dropped = false;
+  const keepEnds = (chunk: Buffer) => {
+    output += chunk.toString();
+    if (output.length > 3_000) {
+      output = `${output.slice(0, 1_000)}${output.slice(-2_000)}`;
+      dropped = true;
+    }
+  };
+  const printed = () => (dropped ? `${output.slice(0, 1_000)}\n…\n${output.slice(1_000)}` : output).trim();
+  child.stdout?.on('data', keepEnds);
+  child.stderr?.on('data', keepEnds);
   if (options.stateDir) {
     const log = createWriteStream(path.join(options.stateDir, 'temporal.log'), { flags: 'a' });
     // Not pipe(): the first of the two streams to end would end the log under the other.
@@ -204,7 +213,7 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
   const failure = () => {
     if (spawnError) return `cannot run the Temporal CLI ${cli}: ${spawnError.message}`;
     if (child.exitCode === null && child.signalCode === null) return undefined;
-    return `the Temporal dev server exited (${child.exitCode ?? child.signalCode}) before it was ready${tail.trim() ? `:\n${tail.trim()}` : ''}`;
+    return `the Temporal dev server exited (${child.exitCode ?? child.signalCode}) before it was ready${printed() ? `:\n${printed()}` : ''}`;
   };
   try {
     await waitUntilServing(address, options.namespace, failure);
