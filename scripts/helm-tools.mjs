@@ -39,9 +39,7 @@ export const KUBERNETES_VERSION = '1.33.0';
  * @returns {{ helm: string, kubernetesValidate: string }}
  */
 export function ensureHelmTools() {
-  const { helm } = ensureGoBinaries([HELM_MODULE]);
-  if (!helm) throw new Error('helm was not built');
-  return { helm, kubernetesValidate: ensurePythonTool(KUBERNETES_VALIDATE) };
+  return { helm: ensureGoBinaries([HELM_MODULE]).helm, kubernetesValidate: ensurePythonTool(KUBERNETES_VALIDATE) };
 }
 
 if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {

@@ -1,12 +1,13 @@
 #!/bin/sh
 # Makes the certificates of a Temporal frontend that requires mutual TLS, with openssl, into a
-# folder; run again, it keeps them (it makes them anew only when one is missing or expires
-# within a day).
+# folder; run again, it keeps them (it makes them anew when one is missing or expires within a
+# day, or when the server's names differ from the last run's).
 #
 #   make-certificates.sh <folder> [<name>...]
 #
-#   ca.pem, ca.key           a certificate authority of its own, which signs the two below: the
-#                            frontend trusts the clients it signed, the clients trust the frontend
+#   ca.pem                   a certificate authority of its own, which signs the two below: the
+#                            frontend trusts the clients it signed, the clients trust the frontend;
+#                            its key is discarded once they are signed, so no folder holds it
 #   server.pem, server.key   the frontend's certificate, for the names given as IP addresses or
 #                            DNS names (default: 127.0.0.1 localhost)
 #   client.pem, client.key   the client certificate of the service's replicas, the Web UI, the
@@ -22,13 +23,15 @@ shift
 days=825
 
 valid() {
+  [ "$(cat "$dir/names" 2>/dev/null)" = "$*" ] || return 1
   for name in ca server client; do
-    [ -s "$dir/$name.pem" ] && [ -s "$dir/$name.key" ] || return 1
+    [ -s "$dir/$name.pem" ] || return 1
+    [ "$name" = ca ] || [ -s "$dir/$name.key" ] || return 1
     openssl x509 -in "$dir/$name.pem" -noout -checkend 86400 >/dev/null || return 1
   done
 }
 
-if valid; then
+if valid "$@"; then
   exit 0
 fi
 
@@ -64,9 +67,12 @@ leaf() {
 leaf server "$1" serverAuth "$alt_names"
 leaf client "webhook-delivery-service" clientAuth
 
-for name in ca server client; do
+rm -f "$dir/ca.key" # left by an older version of this script
+mv "$work/ca.pem" "$dir/"
+for name in server client; do
   mv "$work/$name.key" "$work/$name.pem" "$dir/"
 done
+printf '%s\n' "$*" >"$dir/names"
 # The certificates are public; the keys stay readable by their owner only.
 chmod 644 "$dir/ca.pem" "$dir/server.pem" "$dir/client.pem"
 echo "make-certificates: CA, server certificate ($alt_names) and client certificate in $dir"

@@ -73,6 +73,10 @@ export const webhooks = pgTable(
   },
   (table) => [
     index('webhooks_project_idx').on(table.projectId, table.id),
+    // The open breakers /metrics counts at each scrape, without reading every webhook.
+    index('webhooks_open_circuit_idx')
+      .on(table.circuitOpenedAt)
+      .where(sql`${table.circuitOpenedAt} is not null and ${table.status} = 'active'`),
     check('webhooks_status_check', sql`${table.status} in ('active', 'disabled')`),
     check('webhooks_rate_limit_check', sql`${table.rateLimit} is null or ${table.rateLimit} > 0`),
   ],

@@ -18,8 +18,9 @@ export interface ScrapedFigures {
 
 /**
  * Reads {@link ScrapedFigures} in one statement. Ages are taken on the database's clock, so every
- * replica reports the same. The events part walks the partial index of undispatched events; the
- * webhooks part reads the webhooks table (one row per customer endpoint).
+ * replica reports the same. Each part walks a partial index (`events_undispatched_idx`,
+ * `webhooks_open_circuit_idx`), so a scrape costs the outbox and the open breakers, not the
+ * number of events or customer endpoints.
  */
 export async function readScrapedFigures(db: Database): Promise<ScrapedFigures> {
   const [row] = await queryRows<ScrapedFigures>(

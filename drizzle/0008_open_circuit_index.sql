@@ -1,0 +1,1 @@
+CREATE INDEX "webhooks_open_circuit_idx" ON "webhooks" USING btree ("circuit_opened_at") WHERE "webhooks"."circuit_opened_at" is not null and "webhooks"."status" = 'active';
