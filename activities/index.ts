@@ -1,27 +1,30 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { ApplicationFailure, Context } from '@temporalio/activity';
+import { CompleteAsyncError, Context, type ApplicationFailure } from '@temporalio/activity';
 import type { Logger } from 'pino';
 import type { Database } from '../src/db/client.ts';
-import { finishAttempt, markDeadLetter, startAttempt, type AttemptResult } from '../src/db/queries/deliveries.ts';
-import { buildNotificationBody, buildNotificationHeaders } from '../src/delivery/notification.ts';
-import { openPayload } from '../src/events/payload.ts';
+import { markDeadLetter } from '../src/db/queries/deliveries.ts';
+import type { SendsInFlight } from '../src/delivery/sends-in-flight.ts';
 import { disableIfFailing, type AutoDisableRule } from '../src/endpoint-health/auto-disable.ts';
 import type { Sender } from '../src/delivery/sender.ts';
-import { acquireSendPermit, releaseSendPermit, turnRecheckMs, type FlowLimits } from '../src/flow-control/permits.ts';
-import { attemptOutcomeLabel, type Metrics } from '../src/metrics.ts';
+import { acquireSendPlaces, releaseSendPlaces, turnRecheckMs, type FlowLimits } from '../src/flow-control/places.ts';
+import type { Metrics } from '../src/metrics.ts';
 import type { SecretBox } from '../src/secrets.ts';
+import type { ActivityCompletion, HeartbeatAnswer } from '../src/temporal/activity-completion.ts';
 import { SpanAttributes } from '../src/tracing/attributes.ts';
-import { annotateActiveSpan, tracedExchange } from '../src/tracing/spans.ts';
-import { openWebhookHeaders, openWebhookSecret } from '../src/webhook-secrets.ts';
-import { NON_RETRYABLE, NON_RETRYABLE_REASONS } from '../workflows/failure-types.ts';
+import { activeTraceContext, annotateActiveSpan, inAttemptSpan } from '../src/tracing/spans.ts';
+import { SEND_HEARTBEAT_TIMEOUT_MS } from '../workflows/send-limits.ts';
+import { prepareAttempt, recordAttempt, sendAttempt, type AttemptDeps, type PolicyPosition, type PreparedAttempt } from './attempt.ts';
 
-/** Flow control of the sends to one endpoint (src/flow-control/). */
+/** Flow control of the sends (src/flow-control/). */
 export interface FlowControl {
   limits: FlowLimits;
   /** Failed attempts in a row that open an endpoint's circuit breaker (CIRCUIT_BREAKER_THRESHOLD). */
   breakerThreshold: number;
-  /** Wakes the workflows of deliveries given a place at their endpoint (the `sendTurn` signal). */
-  wake(deliveryIds: readonly string[]): Promise<void>;
+  /**
+   * Wakes the workflows of deliveries given their turn (the `sendTurn` signal); answers those whose
+   * workflow no longer runs, whose places in line are then given back.
+   */
+  wake(deliveryIds: readonly string[]): Promise<string[]>;
 }
 
 /** What the activities need; the worker passes real instances. */
@@ -36,10 +39,17 @@ export interface ActivityDeps {
   /** Endpoint health: when a dead letter disables its webhook. */
   autoDisable: AutoDisableRule;
   flow: FlowControl;
+  /** The sends in flight in this worker's background (WORKER_MAX_SENDS_IN_FLIGHT). */
+  sends: SendsInFlight;
+  /** Reports the end of the send activities handed to the background. */
+  completion: ActivityCompletion;
 }
 
-/** Pauses between the tries of a wake signal that Temporal did not take: about a minute in all. */
-const WAKE_RETRY_DELAYS_MS = [1_000, 2_000, 4_000, 8_000, 16_000, 32_000];
+/** Pauses between the tries of a call to Temporal that did not go through (a wake signal, a report): about a minute in all. */
+const TEMPORAL_RETRY_DELAYS_MS = [1_000, 2_000, 4_000, 8_000, 16_000, 32_000];
+
+/** How often a send in the background heartbeats: twice within the activity's heartbeat timeout. */
+const BACKGROUND_HEARTBEAT_MS = SEND_HEARTBEAT_TIMEOUT_MS / 2;
 
 /** Where a round of attempts stands when its send activity is scheduled. */
 export interface RoundPosition {
@@ -48,182 +58,151 @@ export interface RoundPosition {
 }
 
 /**
- * How a send activity ended without an attempt: its endpoint had no place free (`turn`: wait in
- * line until woken) or its rate limit gave a later start (`rate`: wait `waitMs`). `attempt` is
- * the round's attempt that did not happen, which the next activity starts with.
+ * How a send activity ended without an attempt: a scope of its places was full (`turn`: wait in
+ * line until woken), or it must wait for a time (`rate`: its webhook's rate limit gave it a later
+ * start; `attempt`: an earlier attempt of the delivery may still be sending). `attempt` is the
+ * round's attempt that did not happen, which the next activity starts with.
  */
-export type SendWait = { attempt: number } & ({ wait: 'turn'; recheckMs: number } | { wait: 'rate'; waitMs: number });
+export type SendWait = { attempt: number } & ({ wait: 'turn'; recheckMs: number } | { wait: 'rate' | 'attempt'; waitMs: number });
 
-/** The delay before the next automatic attempt: the policy's, or longer if the endpoint asked (Retry-After), within the policy's cap. */
-function nextRetryDelay(attempt: number, retryAfterMs: number | undefined): number {
-  const { retryPolicy } = Context.current().info;
-  const initial = Number(retryPolicy?.initialInterval ?? 1000);
-  const coefficient = retryPolicy?.backoffCoefficient ?? 2;
-  const maximum = Number(retryPolicy?.maximumInterval ?? initial * 100);
-  return Math.min(Math.max(initial * coefficient ** (attempt - 1), retryAfterMs ?? 0), maximum);
-}
-
-/** The status an attempt leaves its delivery in when it fails: `failed` until the next attempt, or `dead_letter` after the last. */
-function nextAttemptStatus(finishedAt: Date, delayMs: number): AttemptResult['nextStatus'] {
-  const { attempt, retryPolicy } = Context.current().info;
-  const maximumAttempts = retryPolicy?.maximumAttempts ?? 0;
-  if (maximumAttempts > 0 && attempt >= maximumAttempts) return { status: 'dead_letter' };
-  return { status: 'failed', nextRetryAt: new Date(finishedAt.getTime() + delayMs) };
+/** Tries `call` until it goes through, pausing {@link TEMPORAL_RETRY_DELAYS_MS} between tries; false when it never did. */
+async function withRetries(call: () => Promise<unknown>): Promise<boolean> {
+  for (const delayMs of [...TEMPORAL_RETRY_DELAYS_MS, undefined]) {
+    try {
+      await call();
+      return true;
+    } catch {
+      if (delayMs === undefined) return false;
+      await sleep(delayMs);
+    }
+  }
+  return false;
 }
 
 /** Creates the activities with their dependencies (the dependency-injection pattern). */
-export function createActivities({ db, secretBox, sender, logger, metrics, sendTraceparent, autoDisable, flow }: ActivityDeps) {
+export function createActivities({ db, secretBox, sender, logger, metrics, sendTraceparent, autoDisable, flow, sends, completion }: ActivityDeps) {
+  const attemptDeps: AttemptDeps = { db, secretBox, sender, logger, metrics, sendTraceparent, breakerThreshold: flow.breakerThreshold };
+
   /**
-   * Wakes deliveries given a place, in the background: while Temporal cannot be reached (a restart,
-   * its database down) the signals are sent again for about a minute. Past that the deliveries
-   * ask again by themselves (turnRecheckMs) and their places go to the next in line.
+   * Wakes deliveries given their turn, in the background: while Temporal cannot be reached (a
+   * restart, its database down) each signal not yet sent is tried again for about a minute. Past
+   * that the deliveries ask again by themselves (turnRecheckMs). A delivery whose workflow no
+   * longer runs gives its place in line back, which wakes the next.
    */
   const wake = (deliveryIds: readonly string[]) => {
-    if (deliveryIds.length === 0) return;
-    void (async () => {
-      for (const delayMs of [...WAKE_RETRY_DELAYS_MS, undefined]) {
-        try {
-          await flow.wake(deliveryIds);
-          return;
-        } catch (error) {
-          if (delayMs === undefined) logger.warn({ err: error, deliveryIds }, 'could not wake deliveries waiting for their endpoint');
-          else await sleep(delayMs);
-        }
-      }
-    })();
+    for (const deliveryId of deliveryIds) {
+      void (async () => {
+        let gone: string[] = [];
+        const sent = await withRetries(async () => (gone = await flow.wake([deliveryId])));
+        if (!sent) logger.warn({ deliveryId }, 'could not wake a delivery waiting for its places');
+        for (const id of gone) wake(await releaseSendPlaces(db, id, '', flow.limits).catch(() => []));
+      })();
+    }
   };
 
-  /** One attempt, its place at the endpoint held. */
-  async function attempt(deliveryId: string): Promise<'delivered' | 'gone'> {
-    const context = Context.current();
-    const started = await startAttempt(db, deliveryId, new Date());
-    if (!started) {
-      annotateActiveSpan({ [SpanAttributes.outcome]: 'gone' });
-      return 'gone';
-    }
-    const { delivery, webhook, event, attempt } = started;
-    annotateActiveSpan({ [SpanAttributes.webhookId]: webhook.id });
-    const unsendable = delivery.status === 'delivered' ? undefined : webhook.status === 'disabled' ? 'webhookDisabled' : event.erasedAt ? 'eventErased' : undefined;
-    if (unsendable) {
-      annotateActiveSpan({ [SpanAttributes.outcome]: unsendable === 'webhookDisabled' ? 'webhook_disabled' : 'event_erased' });
-      throw ApplicationFailure.create({
-        type: NON_RETRYABLE[unsendable],
-        message: NON_RETRYABLE_REASONS[NON_RETRYABLE[unsendable]]!,
-        nonRetryable: true,
-        category: 'BENIGN',
-      });
-    }
-    if (!attempt) {
-      annotateActiveSpan({ [SpanAttributes.outcome]: 'already_delivered' });
-      return 'delivered';
-    }
-    annotateActiveSpan({ [SpanAttributes.attemptNumber]: attempt.attemptNumber });
-
-    const body = buildNotificationBody({
-      deliveryId,
-      event: delivery.event,
-      occurredAt: event.occurredAt,
-      data: openPayload(secretBox, event)!,
-    });
-    const headers = buildNotificationHeaders({
-      secret: openWebhookSecret(secretBox, webhook),
-      timestampSeconds: Math.floor(Date.now() / 1000),
-      body,
-      deliveryId,
-      event: delivery.event,
-      customHeaders: openWebhookHeaders(secretBox, webhook),
-    });
-    const sent = await tracedExchange(webhook.url, (traceparent) =>
-      sender.send({
-        url: webhook.url,
-        headers: sendTraceparent && traceparent ? { ...headers, traceparent } : headers,
-        body,
-        signal: context.cancellationSignal,
-      }),
+  /** Gives back the places of `attempt`, and wakes who gets them. */
+  const giveBack = (deliveryId: string, attempt: string) =>
+    // Places that cannot be given back now lapse after their hold (FlowLimits.holdMs).
+    releaseSendPlaces(db, deliveryId, attempt, flow.limits).then(wake, (error: unknown) =>
+      logger.warn({ err: error, deliveryId }, 'could not give back the send places; they lapse after their hold'),
     );
-    const finishedAt = new Date();
-    const delayMs = nextRetryDelay(context.info.attempt, sent.retryAfterMs);
-    const result: AttemptResult = {
-      attemptId: attempt.attemptId,
-      deliveryId,
-      webhookId: webhook.id,
-      finishedAt,
-      ...sent,
-      nextStatus: nextAttemptStatus(finishedAt, delayMs),
-    };
-    annotateActiveSpan({
-      [SpanAttributes.outcome]: sent.outcome,
-      [SpanAttributes.durationMs]: sent.durationMs,
-      [SpanAttributes.deliveryStatus]: sent.outcome === 'succeeded' ? 'delivered' : result.nextStatus.status,
-      ...(sent.statusCode !== undefined ? { 'http.response.status_code': sent.statusCode } : {}),
-    });
-    const recorded = await finishAttempt(db, result, flow.breakerThreshold);
-    const outcome = attemptOutcomeLabel(sent.outcome, sent.statusCode);
-    metrics.attempts.inc({ outcome });
-    metrics.attemptDuration.observe({ outcome }, sent.durationMs / 1000);
-    const log = { deliveryId, webhookId: webhook.id, attempt: attempt.attemptNumber, outcome: sent.outcome, statusCode: sent.statusCode, durationMs: sent.durationMs };
-    if (!recorded.recorded) logger.warn(log, 'attempt ended after a newer attempt of its delivery had started: its outcome was not recorded');
-    if (recorded.circuit) {
-      metrics.circuitTransitions.inc({ state: recorded.circuit });
-      if (recorded.circuit === 'opened') logger.warn({ webhookId: webhook.id, threshold: flow.breakerThreshold }, 'circuit breaker opened: the endpoint is probed by one attempt at a time');
-      else logger.info({ webhookId: webhook.id }, 'circuit breaker closed: the endpoint answered');
+
+  /**
+   * The part of an attempt that waits on the network, run in the worker's background after the
+   * activity handed it off: the exchange (cancelled when a heartbeat says so), its record, the
+   * places given back, then the activity's end reported to Temporal as the worker would have.
+   */
+  async function finishInBackground(
+    prepared: PreparedAttempt,
+    attempt: string,
+    taskToken: Uint8Array,
+    position: PolicyPosition,
+    trace: ReturnType<typeof activeTraceContext>,
+  ): Promise<void> {
+    const abort = new AbortController();
+    let answer: HeartbeatAnswer = 'running';
+    const heartbeats = setInterval(() => {
+      completion.heartbeat(taskToken).then(
+        (heard) => {
+          if (heard === 'running' || abort.signal.aborted) return;
+          answer = heard;
+          abort.abort();
+        },
+        // Temporal unreachable: the send goes on; a retry elsewhere waits until this hold lapses.
+        () => {},
+      );
+    }, BACKGROUND_HEARTBEAT_MS);
+    let report: () => Promise<void>;
+    try {
+      const attributes = { [SpanAttributes.deliveryId]: prepared.deliveryId, [SpanAttributes.webhookId]: prepared.webhook.id, [SpanAttributes.attemptNumber]: prepared.attemptNumber };
+      const ended = await inAttemptSpan(trace, attributes, async () => recordAttempt(attemptDeps, prepared, await sendAttempt(attemptDeps, prepared, abort.signal), position));
+      const final = answer as HeartbeatAnswer;
+      if (final === 'cancelled') report = () => completion.reportCancelled(taskToken);
+      else if (final === 'gone') report = async () => {};
+      else if (ended.delivered) report = () => completion.complete(taskToken, 'delivered');
+      else report = () => completion.fail(taskToken, ended.failure);
+    } catch (error) {
+      // The attempt could not be recorded (the database is down): the policy retries it.
+      logger.error({ err: error, deliveryId: prepared.deliveryId }, 'delivery attempt could not be recorded');
+      report = () => completion.fail(taskToken, error as Error);
+    } finally {
+      clearInterval(heartbeats);
+      await giveBack(prepared.deliveryId, attempt);
     }
-    if (context.cancellationSignal.aborted) throw context.cancellationSignal.reason;
-    if (sent.outcome === 'succeeded') {
-      logger.info(log, 'delivery attempt succeeded');
-      if (recorded.recorded) {
-        metrics.deliveriesFinished.inc({ status: 'delivered' });
-        metrics.publishToDelivered.observe((finishedAt.getTime() - event.createdAt.getTime()) / 1000);
-      }
-      return 'delivered';
-    }
-    logger.warn({ ...log, error: sent.error, next: result.nextStatus.status }, 'delivery attempt failed');
-    throw ApplicationFailure.create({
-      type: `Delivery_${sent.outcome}`,
-      message: sent.error ?? sent.outcome,
-      category: 'BENIGN',
-      ...(sent.retryAfterMs !== undefined ? { nextRetryDelay: delayMs } : {}),
-    });
+    // A report that never goes through leaves the activity to its heartbeat timeout: it is retried, and the retry finds the delivery as recorded.
+    if (!(await withRetries(report))) logger.warn({ deliveryId: prepared.deliveryId }, 'could not report the end of a send attempt to Temporal');
   }
 
   return {
     /**
-     * One signed send of a delivery, recorded as an attempt, once it holds a place at its
-     * endpoint. Resolves `delivered` on a 2xx (or if the delivery was already delivered),
-     * `gone` if the delivery or its webhook no longer exists, and a {@link SendWait} when it must
-     * wait for its endpoint (no attempt made); throws a retryable failure otherwise, and a
-     * non-retryable one when the webhook is disabled or the event erased.
+     * One signed send of a delivery, recorded as an attempt, once it holds its places. Resolves
+     * `delivered` on a 2xx (or if the delivery was already delivered), `gone` if the delivery or
+     * its webhook no longer exists, and a {@link SendWait} when it must wait for its places (no
+     * attempt made); fails with a retryable failure otherwise, and a non-retryable one when the
+     * webhook is disabled or the event erased. The HTTP exchange runs in the worker's background
+     * (the activity completes asynchronously), so a slow endpoint holds no worker slot.
      */
     async sendDelivery(deliveryId: string, round: RoundPosition = { attemptsBefore: 0 }): Promise<'delivered' | 'gone' | SendWait> {
       const context = Context.current();
-      // Heartbeats carry a cancellation (a manual retry) to a running attempt, and tell the
-      // server this worker is alive, from the first statement to the last.
+      const { info } = context;
+      // Heartbeats carry a cancellation (a manual retry) to the activity while it prepares, and tell the server this worker is alive.
       const heartbeats = setInterval(() => context.heartbeat(), 1_000);
       annotateActiveSpan({ [SpanAttributes.deliveryId]: deliveryId });
+      const attempt = `${info.workflowExecution?.runId}/${info.activityId}/${info.attempt}`;
+      const admission = await sends.admit();
       try {
-        const permit = await acquireSendPermit(db, deliveryId, flow.limits);
-        wake(permit.wake);
-        const roundAttempt = round.attemptsBefore + context.info.attempt;
-        if (permit.decision === 'wait_turn') {
+        const places = await acquireSendPlaces(db, deliveryId, attempt, flow.limits);
+        wake(places.wake);
+        const roundAttempt = round.attemptsBefore + info.attempt;
+        if (places.decision === 'wait_turn') {
           annotateActiveSpan({ [SpanAttributes.outcome]: 'waiting_for_turn' });
-          metrics.sendWaits.inc({ reason: 'endpoint_busy' });
-          return { attempt: roundAttempt, wait: 'turn', recheckMs: turnRecheckMs(permit.ahead, flow.limits) };
+          metrics.sendWaits.inc({ reason: `${places.blocked}_busy` });
+          return { attempt: roundAttempt, wait: 'turn', recheckMs: turnRecheckMs(places, flow.limits) };
         }
-        if (permit.decision === 'wait_until') {
-          annotateActiveSpan({ [SpanAttributes.outcome]: 'waiting_for_rate_limit' });
-          metrics.sendWaits.inc({ reason: 'rate_limit' });
-          logger.debug({ deliveryId, waitMs: permit.waitMs }, 'send waits for its rate limit');
-          return { attempt: roundAttempt, wait: 'rate', waitMs: permit.waitMs };
+        if (places.decision === 'wait_until') {
+          annotateActiveSpan({ [SpanAttributes.outcome]: places.reason === 'rate' ? 'waiting_for_rate_limit' : 'waiting_for_previous_attempt' });
+          metrics.sendWaits.inc({ reason: places.reason === 'rate' ? 'rate_limit' : 'previous_attempt' });
+          logger.debug({ deliveryId, waitMs: places.waitMs, reason: places.reason }, 'send waits for a time');
+          return { attempt: roundAttempt, wait: places.reason, waitMs: places.waitMs };
         }
+        let prepared: Awaited<ReturnType<typeof prepareAttempt>>;
         try {
-          return await attempt(deliveryId);
-        } finally {
-          // A place that cannot be given back now lapses after its hold (FlowLimits.holdMs).
-          await releaseSendPermit(db, deliveryId, flow.limits).then(wake, (error: unknown) =>
-            logger.warn({ err: error, deliveryId }, 'could not give back the send place; it lapses after its hold'),
-          );
+          prepared = await prepareAttempt(attemptDeps, deliveryId);
+        } catch (error) {
+          await giveBack(deliveryId, attempt);
+          throw error;
         }
+        if (typeof prepared === 'string') {
+          await giveBack(deliveryId, attempt);
+          return prepared;
+        }
+        const position = { attempt: info.attempt, retryPolicy: info.retryPolicy };
+        const job = prepared;
+        const trace = activeTraceContext();
+        admission.run(() => finishInBackground(job, attempt, info.taskToken, position, trace));
+        throw new CompleteAsyncError();
       } finally {
+        admission.cancel();
         clearInterval(heartbeats);
       }
     },

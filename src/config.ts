@@ -96,6 +96,8 @@ const environmentVariables = z.object({
       .optional(),
   ),
   DATABASE_POOL_MAX: z.coerce.number().int().min(1).max(200).default(10),
+  DATABASE_STATEMENT_TIMEOUT: duration(1_000).prefault('30s'),
+  DATABASE_LOCK_TIMEOUT: duration(100).prefault('5s'),
   PGLITE_PORT: port.default(5433),
   TEMPORAL_ADDRESS: optionalString.pipe(
     z
@@ -144,6 +146,9 @@ const environmentVariables = z.object({
   ),
   DELIVERY_TIMEOUT_MS: z.coerce.number().int().min(100).max(MAX_DELIVERY_TIMEOUT_MS).default(30_000),
   ENDPOINT_MAX_IN_FLIGHT: wholeNumber(1, 1000).prefault('10'),
+  PROJECT_MAX_IN_FLIGHT: wholeNumber(1, 100_000).prefault('100'),
+  DESTINATION_MAX_IN_FLIGHT: wholeNumber(1, 100_000).prefault('200'),
+  WORKER_MAX_SENDS_IN_FLIGHT: wholeNumber(1, 100_000).prefault('1000'),
   CIRCUIT_BREAKER_THRESHOLD: wholeNumber(1, 1000).prefault('5'),
   DELIVERY_ALLOW_PRIVATE_TARGETS: booleanFromString.default(false),
   DELIVERY_CA_FILE: optionalString,
@@ -313,6 +318,11 @@ function tracingConfig(env: z.infer<typeof environmentVariables>) {
   };
 }
 
+/** How long one statement may run, and wait for a lock, on the service's connections (not the migrations'). */
+function databaseTimeouts(env: z.infer<typeof environmentVariables>) {
+  return { statementMs: env.DATABASE_STATEMENT_TIMEOUT, lockMs: env.DATABASE_LOCK_TIMEOUT };
+}
+
 /** Tracing settings (the standard OTEL_* variables). */
 export type TracingConfig = NonNullable<ReturnType<typeof tracingConfig>>;
 
@@ -330,12 +340,13 @@ function toConfig(env: z.infer<typeof environmentSchema>) {
     },
     dataDir,
     database: env.DATABASE_URL
-      ? ({ kind: 'postgres', url: env.DATABASE_URL, poolMax: env.DATABASE_POOL_MAX } as const)
+      ? ({ kind: 'postgres', url: env.DATABASE_URL, poolMax: env.DATABASE_POOL_MAX, timeouts: databaseTimeouts(env) } as const)
       : ({
           kind: 'pglite',
           dataDir: path.join(dataDir, 'pglite'),
           port: env.PGLITE_PORT,
           poolMax: env.DATABASE_POOL_MAX,
+          timeouts: databaseTimeouts(env),
         } as const),
     temporal: {
       /** `undefined` means: spawn the embedded dev server. */
@@ -400,12 +411,18 @@ function toConfig(env: z.infer<typeof environmentSchema>) {
       /** Send a W3C `traceparent` header to customer endpoints (DELIVERY_TRACEPARENT; needs tracing on). */
       traceparent: env.DELIVERY_TRACEPARENT,
     },
-    /** Flow control of the sends to one endpoint (src/flow-control/). */
+    /** Send capacity (src/flow-control/): what one webhook, project and destination may have in flight, across every worker replica. */
     flow: {
-      /** Sends in flight to one webhook's endpoint at most, across every worker replica. */
-      maxInFlight: env.ENDPOINT_MAX_IN_FLIGHT,
+      /** Sends in flight to one webhook's endpoint at most. */
+      webhookMaxInFlight: env.ENDPOINT_MAX_IN_FLIGHT,
+      /** Sends in flight of one project's webhooks at most, unless the operator set the project's own. */
+      projectMaxInFlight: env.PROJECT_MAX_IN_FLIGHT,
+      /** Sends in flight to one destination (host:port) at most, unless the operator set the destination's own. */
+      destinationMaxInFlight: env.DESTINATION_MAX_IN_FLIGHT,
       /** Failed attempts in a row that open a webhook's circuit breaker. */
       breakerThreshold: env.CIRCUIT_BREAKER_THRESHOLD,
+      /** Sends one worker process has in flight at most (their HTTP exchanges hold no worker slot). */
+      workerMaxInFlight: env.WORKER_MAX_SENDS_IN_FLIGHT,
     },
     /** OpenTelemetry tracing; undefined when off (no OTLP endpoint, or OTEL_SDK_DISABLED=true). */
     tracing: tracingConfig(env),

@@ -2,7 +2,8 @@ import { createServer, type Server } from 'node:http';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { Database } from './db/client.ts';
 import type { AttemptOutcome } from './db/queries/deliveries.ts';
-import { readScrapedFigures, type ScrapedFigures } from './db/queries/scrape.ts';
+import { SEND_SCOPE_LEVELS } from './db/schema.ts';
+import { readScrapedFigures, type DefaultSendLimits, type ScrapedFigures } from './db/queries/scrape.ts';
 
 const SECONDS_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 const DELIVERY_BUCKETS = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 900, 3600];
@@ -29,11 +30,11 @@ const SCRAPE_QUERY_TIMEOUT_MS = 3_000;
  * scrapes add at most one statement at a time. Resolves undefined when the database did not
  * answer within {@link SCRAPE_QUERY_TIMEOUT_MS}.
  */
-function scrapeReader(db: Database): () => Promise<ScrapedFigures | undefined> {
+function scrapeReader(db: Database, limits: DefaultSendLimits): () => Promise<ScrapedFigures | undefined> {
   let query: Promise<ScrapedFigures> | undefined;
   let scrape: Promise<ScrapedFigures | undefined> | undefined;
   const read = async (): Promise<ScrapedFigures | undefined> => {
-    query ??= readScrapedFigures(db).finally(() => (query = undefined));
+    query ??= readScrapedFigures(db, limits).finally(() => (query = undefined));
     let timer: ReturnType<typeof setTimeout> | undefined;
     const timeout = new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), SCRAPE_QUERY_TIMEOUT_MS)));
     try {
@@ -53,8 +54,8 @@ function scrapeReader(db: Database): () => Promise<ScrapedFigures | undefined> {
  * are the same in every replica: aggregate them with `max`, never `sum`. They are NaN when the
  * database did not answer; `webhook_database_up` says so for this process.
  */
-function registerDatabaseGauges(db: Database, registers: Registry[]): void {
-  const scrape = scrapeReader(db);
+function registerDatabaseGauges({ db, limits }: DatabaseFigures, registers: Registry[]): void {
+  const scrape = scrapeReader(db, limits);
   const figureGauge = (name: string, help: string, figure: (figures: ScrapedFigures) => number) =>
     new Gauge({
       name,
@@ -89,6 +90,32 @@ function registerDatabaseGauges(db: Database, registers: Registry[]): void {
     (figures) => figures.undispatchedEvents,
   );
   figureGauge(
+    'webhook_sends_in_flight',
+    'Sends in flight in the whole installation, every worker replica (the same in every replica: aggregate with max)',
+    (figures) => figures.sendsInFlight,
+  );
+  const levelGauge = (name: string, help: string, figure: (figures: ScrapedFigures) => Record<string, number>) =>
+    new Gauge({
+      name,
+      help,
+      labelNames: ['level'] as const,
+      registers,
+      async collect() {
+        const figures = await scrape();
+        for (const level of SEND_SCOPE_LEVELS) this.set({ level }, figures ? figure(figures)[level]! : Number.NaN);
+      },
+    });
+  levelGauge(
+    'webhook_send_scopes_at_capacity',
+    'Webhooks, projects and destinations (level) whose send places are all held now: ENDPOINT_, PROJECT_ and DESTINATION_MAX_IN_FLIGHT or the operator\'s limit (the same in every replica: aggregate with max)',
+    (figures) => figures.scopesAtCapacity,
+  );
+  levelGauge(
+    'webhook_sends_waiting',
+    "Deliveries waiting for a send place, by the level whose places are all held: their webhook's, project's or destination's (the same in every replica: aggregate with max)",
+    (figures) => figures.sendsWaiting,
+  );
+  figureGauge(
     'webhook_events_undispatched_oldest_seconds',
     'Seconds since the oldest accepted event whose delivery workflows are not all started was accepted, 0 when none (the same in every replica: aggregate with max)',
     (figures) => figures.oldestUndispatchedSeconds,
@@ -101,13 +128,32 @@ function registerDatabaseGauges(db: Database, registers: Registry[]): void {
  * process's `database`, the registry also has the gauges read from it at each scrape
  * (breakers open, the outbox, whether the database answers).
  */
-export function createMetrics(options: { database?: Database } = {}) {
+export function createMetrics(options: { database?: DatabaseFigures } = {}) {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
   const registers = [registry];
   if (options.database) registerDatabaseGauges(options.database, registers);
+  let workerSends: { readonly size: number } | undefined;
+  new Gauge({
+    name: 'webhook_worker_sends_in_flight',
+    help: "Sends this worker process has in flight: their HTTP exchanges run in the background and hold no worker slot (sum over replicas)",
+    registers,
+    collect() {
+      this.set(workerSends?.size ?? 0);
+    },
+  });
+  const sendsCapacity = new Gauge({
+    name: 'webhook_worker_sends_capacity',
+    help: 'Sends this worker process may have in flight at most (WORKER_MAX_SENDS_IN_FLIGHT); past it, send activities wait in their slots',
+    registers,
+  });
   return {
     registry,
+    /** Reports the sends of this process's worker in `webhook_worker_sends_in_flight` and `_capacity`. */
+    trackSendsInFlight(sends: { readonly size: number; readonly capacity: number }) {
+      sendsCapacity.set(sends.capacity);
+      workerSends = sends;
+    },
     eventsAccepted: new Counter({
       name: 'webhook_events_accepted_total',
       help: 'Events accepted from producers (repeats of a known producer id not counted)',
@@ -145,7 +191,7 @@ export function createMetrics(options: { database?: Database } = {}) {
     }),
     sendWaits: new Counter({
       name: 'webhook_send_waits_total',
-      help: "Sends that waited for their endpoint instead of starting (no attempt used): endpoint_busy (its places, ENDPOINT_MAX_IN_FLIGHT, or one while its circuit is open, all in use) or rate_limit (the webhook's rate_limit)",
+      help: "Sends that waited instead of starting (no attempt used): webhook_busy, project_busy, destination_busy (all its places at that level in use: ENDPOINT_MAX_IN_FLIGHT, or one while its circuit is open; PROJECT_ and DESTINATION_MAX_IN_FLIGHT or the operator's limit), rate_limit (the webhook's rate_limit) or previous_attempt (an earlier attempt of the delivery may still be sending)",
       labelNames: ['reason'] as const,
       registers,
     }),
@@ -178,6 +224,12 @@ export function createMetrics(options: { database?: Database } = {}) {
 }
 
 export type Metrics = ReturnType<typeof createMetrics>;
+
+/** The database the gauges read at each scrape, and the configured limits its send places are counted against. */
+export interface DatabaseFigures {
+  db: Database;
+  limits: DefaultSendLimits;
+}
 
 /**
  * The Prometheus text of this process: its own registry, then the Temporal SDK's runtime

@@ -11,6 +11,7 @@ import { createMetrics, serveMetrics } from './metrics.ts';
 import { loadSecretBox } from './service-secrets.ts';
 import { connectToTemporal } from './temporal/connection.ts';
 import { startDevServer } from './temporal/dev-server.ts';
+import { activityCompletion } from './temporal/activity-completion.ts';
 import { DeliveryScheduler } from './temporal/scheduler.ts';
 import { installTemporalRuntime } from './temporal/runtime.ts';
 import { ensureSearchAttributes } from './temporal/search-attributes.ts';
@@ -74,6 +75,7 @@ export async function startService(config: Config, role: Role, logger: Logger): 
       kind: 'postgres',
       url: databaseUrl,
       poolMax: config.database.poolMax,
+      timeouts: config.database.timeouts,
     });
     closer.add('database pool', () => database.close());
     // Every role migrates at start; the advisory lock makes replicas that start together safe.
@@ -131,7 +133,7 @@ export async function startService(config: Config, role: Role, logger: Logger): 
       eagerStart: role === 'all',
     });
 
-    const metrics = createMetrics({ database: database.db });
+    const metrics = createMetrics({ database: { db: database.db, limits: config.flow } });
     const sdkMetricsUrl = sdkMetricsAddress && `http://${sdkMetricsAddress}/metrics`;
     let workerDone: Promise<void> | undefined;
     if (runsWorker) {
@@ -144,6 +146,7 @@ export async function startService(config: Config, role: Role, logger: Logger): 
         db: database.db,
         secretBox,
         scheduler,
+        completion: activityCompletion(client),
         logger,
         metrics,
         delivery: config.delivery,

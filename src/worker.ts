@@ -14,10 +14,12 @@ import type { Database } from './db/client.ts';
 import type { AutoDisableRule } from './endpoint-health/auto-disable.ts';
 import { listUndispatchedEvents } from './db/queries/events.ts';
 import { createSender, type Sender } from './delivery/sender.ts';
+import { SendsInFlight } from './delivery/sends-in-flight.ts';
 import { dispatchEvent } from './events/publish.ts';
 import type { Metrics } from './metrics.ts';
 import type { SecretBox } from './secrets.ts';
 import { nodeArgsForChild } from './node-child.ts';
+import type { ActivityCompletion } from './temporal/activity-completion.ts';
 import type { DeliveryScheduler } from './temporal/scheduler.ts';
 import type { Tracing } from './tracing/index.ts';
 
@@ -50,6 +52,8 @@ export interface DeliveryWorkerOptions {
   db: Database;
   secretBox: SecretBox;
   scheduler: DeliveryScheduler;
+  /** Reports the end of send activities whose HTTP exchange ran in the background. */
+  completion: ActivityCompletion;
   logger: Logger;
   metrics: Metrics;
   delivery: { timeoutMs: number; allowPrivateTargets: boolean; caFile?: string | undefined };
@@ -59,8 +63,16 @@ export interface DeliveryWorkerOptions {
   workflowBundlePath?: string | undefined;
   /** Endpoint health: WEBHOOK_AUTO_DISABLE_AFTER and WEBHOOK_AUTO_DISABLE_MIN_DEAD_LETTERS. */
   autoDisable: AutoDisableRule;
-  /** Flow control: ENDPOINT_MAX_IN_FLIGHT and CIRCUIT_BREAKER_THRESHOLD. */
-  flow: { maxInFlight: number; breakerThreshold: number };
+  /** Send capacity: the *_MAX_IN_FLIGHT settings, WORKER_MAX_SENDS_IN_FLIGHT and CIRCUIT_BREAKER_THRESHOLD. */
+  flow: {
+    webhookMaxInFlight: number;
+    projectMaxInFlight: number;
+    destinationMaxInFlight: number;
+    workerMaxInFlight: number;
+    breakerThreshold: number;
+  };
+  /** Activity slots (the SDK's maxConcurrentActivityTaskExecutions, 100 by default): the sends hold one only while they prepare. */
+  activitySlots?: number;
   /** Outbox sweep period; 0 turns the sweep off. */
   sweepIntervalMs?: number;
   /**
@@ -76,7 +88,7 @@ export interface DeliveryWorkerOptions {
 export interface DeliveryWorker {
   /** Resolves when the worker has stopped. */
   readonly done: Promise<void>;
-  /** Stops polling and lets running activities finish. */
+  /** Stops polling and lets running activities, and the sends they handed to the background, finish. */
   stop(): Promise<void>;
 }
 
@@ -94,10 +106,14 @@ export async function sweepUndispatchedEvents(
 }
 
 /**
- * How long a place given to a waiting delivery is kept for it: its workflow is woken and asks
- * again within moments; past this the place goes to the next in line.
+ * How long a delivery woken for its turn is expected back (its workflow asks again within
+ * moments; past this the next in line may go first), and how long a start time a rate limit gave
+ * it is kept for it.
  */
 const TURN_RESERVATION_MS = 60_000;
+
+/** How long a stopping worker waits for the sends in its background: their exchanges end within DELIVERY_TIMEOUT_MS. */
+const SENDS_DRAIN_MS = 35_000;
 
 /** Time a send's place is held beyond the HTTP exchange's limit, for its database statements. */
 const HOLD_MARGIN_MS = 30_000;
@@ -135,6 +151,8 @@ export async function startDeliveryWorker(options: DeliveryWorkerOptions): Promi
   const bundlePath = options.workflowBundlePath && (tracing ? tracingBundlePath(options.workflowBundlePath) : options.workflowBundlePath);
   const prebuilt = bundlePath && existsSync(bundlePath) ? bundlePath : undefined;
   const workflowBundle = prebuilt ? { codePath: prebuilt } : { code: await bundleInChildProcess(tracing) };
+  const sends = new SendsInFlight(options.flow.workerMaxInFlight);
+  options.metrics.trackSendsInFlight(sends);
   const worker = await Worker.create({
     connection: options.connection,
     namespace: options.namespace,
@@ -151,18 +169,23 @@ export async function startDeliveryWorker(options: DeliveryWorkerOptions): Promi
         autoDisable: options.autoDisable,
         flow: {
           limits: {
-            maxInFlight: options.flow.maxInFlight,
+            webhookMaxInFlight: options.flow.webhookMaxInFlight,
+            projectMaxInFlight: options.flow.projectMaxInFlight,
+            destinationMaxInFlight: options.flow.destinationMaxInFlight,
             holdMs: options.delivery.timeoutMs + HOLD_MARGIN_MS,
             reserveMs: TURN_RESERVATION_MS,
           },
           breakerThreshold: options.flow.breakerThreshold,
           wake: (deliveryIds) => options.scheduler.wakeForTurn(deliveryIds),
         },
+        sends,
+        completion: options.completion,
       }),
       ...createRetentionActivities({ db: options.db, logger: options.logger.child({ component: 'retention' }), metrics: options.metrics }),
       ...createOperationActivities({ db: options.db, scheduler: options.scheduler, logger: options.logger.child({ component: 'operation' }) }),
     },
     maxCachedWorkflows: options.maxCachedWorkflows,
+    ...(options.activitySlots !== undefined && { maxConcurrentActivityTaskExecutions: options.activitySlots }),
     shutdownGraceTime: '35s',
     ...options.tracing?.workerOptions,
   });
@@ -179,8 +202,10 @@ export async function startDeliveryWorker(options: DeliveryWorkerOptions): Promi
         }, sweepInterval)
       : undefined;
 
-  const done = worker.run().finally(() => {
+  const done = worker.run().finally(async () => {
     clearInterval(sweep);
+    const left = await sends.drain(SENDS_DRAIN_MS);
+    if (left > 0) options.logger.warn({ left }, 'stopped with sends still in flight: their attempts are retried once their heartbeats lapse');
     sender.close();
   });
   return {

@@ -31,6 +31,7 @@ describe('parseConfig', () => {
       dataDir: path.join(path.resolve('.data'), 'pglite'),
       port: 5433,
       poolMax: 10,
+      timeouts: { statementMs: 30_000, lockMs: 5_000 },
     });
     expect(config.temporal).toMatchObject({
       address: undefined,
@@ -49,13 +50,37 @@ describe('parseConfig', () => {
     expect(config.retention).toEqual({ periodMs: 30 * 86_400_000, sweepIntervalMs: 3_600_000 });
     expect(config.bulkRetryRate).toBe(10);
     expect(config.autoDisable).toEqual({ afterMs: 5 * 86_400_000, minDeadLetters: 10 });
-    expect(config.flow).toEqual({ maxInFlight: 10, breakerThreshold: 5 });
+    expect(config.flow).toEqual({
+      webhookMaxInFlight: 10,
+      projectMaxInFlight: 100,
+      destinationMaxInFlight: 200,
+      workerMaxInFlight: 1000,
+      breakerThreshold: 5,
+    });
   });
 
-  it('reads the flow-control limits, and refuses bad values naming the variable', () => {
-    expect(parseConfig({ ENDPOINT_MAX_IN_FLIGHT: '3', CIRCUIT_BREAKER_THRESHOLD: '8' }).flow).toEqual({ maxInFlight: 3, breakerThreshold: 8 });
+  it('reads the send-capacity limits, and refuses bad values naming the variable', () => {
+    expect(
+      parseConfig({
+        ENDPOINT_MAX_IN_FLIGHT: '3',
+        PROJECT_MAX_IN_FLIGHT: '40',
+        DESTINATION_MAX_IN_FLIGHT: '60',
+        WORKER_MAX_SENDS_IN_FLIGHT: '500',
+        CIRCUIT_BREAKER_THRESHOLD: '8',
+      }).flow,
+    ).toEqual({ webhookMaxInFlight: 3, projectMaxInFlight: 40, destinationMaxInFlight: 60, workerMaxInFlight: 500, breakerThreshold: 8 });
     expect(configError({ ENDPOINT_MAX_IN_FLIGHT: '0' }).message).toContain('ENDPOINT_MAX_IN_FLIGHT: must be a whole number from 1 to 1000');
+    expect(configError({ PROJECT_MAX_IN_FLIGHT: 'many' }).message).toContain('PROJECT_MAX_IN_FLIGHT: must be a whole number from 1 to 100000');
+    expect(configError({ DESTINATION_MAX_IN_FLIGHT: '0' }).message).toContain('DESTINATION_MAX_IN_FLIGHT: must be a whole number from 1 to 100000');
+    expect(configError({ WORKER_MAX_SENDS_IN_FLIGHT: '100001' }).message).toContain('WORKER_MAX_SENDS_IN_FLIGHT: must be a whole number from 1 to 100000');
     expect(configError({ CIRCUIT_BREAKER_THRESHOLD: 'often' }).message).toContain('CIRCUIT_BREAKER_THRESHOLD: must be a whole number from 1 to 1000');
+  });
+
+  it('reads the database statement and lock timeouts, and refuses bad values naming the variable', () => {
+    const config = parseConfig({ DATABASE_URL: 'postgres://db/webhooks', DATABASE_STATEMENT_TIMEOUT: '2m', DATABASE_LOCK_TIMEOUT: '500ms' });
+    expect(config.database).toMatchObject({ timeouts: { statementMs: 120_000, lockMs: 500 } });
+    expect(configError({ DATABASE_STATEMENT_TIMEOUT: '0s' }).message).toContain('DATABASE_STATEMENT_TIMEOUT: must be a duration of at least 1s');
+    expect(configError({ DATABASE_LOCK_TIMEOUT: 'soon' }).message).toContain('DATABASE_LOCK_TIMEOUT: must be a duration');
   });
 
   it("keeps every allowed DELIVERY_TIMEOUT_MS inside the send activity's timeouts", () => {
@@ -97,7 +122,12 @@ describe('parseConfig', () => {
       TEMPORAL_NAMESPACE: 'webhooks',
     });
 
-    expect(config.database).toEqual({ kind: 'postgres', url: 'postgres://user:pw@db.internal:5432/webhooks', poolMax: 25 });
+    expect(config.database).toEqual({
+      kind: 'postgres',
+      url: 'postgres://user:pw@db.internal:5432/webhooks',
+      poolMax: 25,
+      timeouts: { statementMs: 30_000, lockMs: 5_000 },
+    });
     expect(config.temporal.address).toBe('temporal:7233');
     expect(config.temporal.namespace).toBe('webhooks');
   });

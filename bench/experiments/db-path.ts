@@ -1,7 +1,7 @@
 /**
  * Experiment: the database work of one delivery, alone (no Temporal, no HTTP), with the
  * service's own queries in the service's order: recordEvent, markEventDispatched,
- * acquireSendPermit, startAttempt, finishAttempt, releaseSendPermit (7 round trips). The embedded database runs as the service runs
+ * acquireSendPlaces, startAttempt, finishAttempt, releaseSendPlaces (7 round trips). The embedded database runs as the service runs
  * it, in a process of its own (spawnEmbeddedPostgres) behind the loopback socket, or Postgres
  * at --postgres-url. It reports deliveries per second of the database path alone and CPU
  * milliseconds per delivery of this process (the client side) and of the database process.
@@ -17,10 +17,10 @@ import { openDatabase } from '../../src/db/client.ts';
 import { spawnEmbeddedPostgres } from '../../src/db/embedded.ts';
 import { createApiKey } from '../../src/db/queries/api-keys.ts';
 import { finishAttempt, startAttempt } from '../../src/db/queries/deliveries.ts';
-import { acquireSendPermit, releaseSendPermit } from '../../src/flow-control/permits.ts';
+import { acquireSendPlaces, releaseSendPlaces, type FlowLimits } from '../../src/flow-control/places.ts';
 
-/** The service's default limits (ENDPOINT_MAX_IN_FLIGHT 10, a 30 s send). */
-const FLOW_LIMITS = { maxInFlight: 10, holdMs: 60_000, reserveMs: 60_000 };
+/** The service's default limits (ENDPOINT_, PROJECT_ and DESTINATION_MAX_IN_FLIGHT, a 30 s send). */
+const FLOW_LIMITS: FlowLimits = { webhookMaxInFlight: 10, projectMaxInFlight: 100, destinationMaxInFlight: 200, holdMs: 60_000, reserveMs: 60_000 };
 import { markEventDispatched, recordEvent } from '../../src/db/queries/events.ts';
 import { insertWebhook } from '../../src/db/queries/webhooks.ts';
 import { generateEncryptionKey, SecretBox } from '../../src/secrets.ts';
@@ -79,8 +79,8 @@ async function deliveryPath(seq: number): Promise<void> {
   });
   await markEventDispatched(db, recorded.event.id);
   for (const target of recorded.deliveries) {
-    const permit = await acquireSendPermit(db, target.deliveryId, FLOW_LIMITS);
-    if (permit.decision !== 'granted') throw new Error(`no place: ${permit.decision}`);
+    const places = await acquireSendPlaces(db, target.deliveryId, 'bench', FLOW_LIMITS);
+    if (places.decision !== 'granted') throw new Error(`no place: ${places.decision}`);
     const started = await startAttempt(db, target.deliveryId, new Date());
     if (!started?.attempt) throw new Error('no attempt');
     await finishAttempt(db, {
@@ -93,7 +93,7 @@ async function deliveryPath(seq: number): Promise<void> {
       finishedAt: new Date(),
       nextStatus: { status: 'dead_letter' },
     }, 5);
-    await releaseSendPermit(db, target.deliveryId, FLOW_LIMITS);
+    await releaseSendPlaces(db, target.deliveryId, 'bench', FLOW_LIMITS);
   }
 }
 

@@ -2,18 +2,19 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 
-/** A key and self-signed certificate for 127.0.0.1 and localhost, as PEM, and the certificate's file. */
+/** A key and self-signed certificate for loopback addresses and localhost, as PEM, and their files. */
 export interface LocalCertificate {
   key: string;
   cert: string;
   certFile: string;
+  keyFile: string;
 }
 
 /**
- * Makes (or reuses) a self-signed certificate for 127.0.0.1 and localhost in `dir`, with
- * the openssl command (Node has no API to issue certificates).
+ * Makes (or reuses) a self-signed certificate for `addresses` (127.0.0.1 by default) and
+ * localhost in `dir`, with the openssl command (Node has no API to issue certificates).
  */
-export function localCertificate(dir: string, validDays = 30): LocalCertificate {
+export function localCertificate(dir: string, validDays = 30, addresses: readonly string[] = ['127.0.0.1']): LocalCertificate {
   mkdirSync(dir, { recursive: true });
   const keyFile = path.join(dir, 'key.pem');
   const certFile = path.join(dir, 'cert.pem');
@@ -23,10 +24,10 @@ export function localCertificate(dir: string, validDays = 30): LocalCertificate 
       [
         'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes',
         '-keyout', keyFile, '-out', certFile, '-days', String(validDays), '-subj', '/CN=localhost',
-        '-addext', 'subjectAltName=IP:127.0.0.1,DNS:localhost',
+        '-addext', `subjectAltName=${[...addresses.map((address) => `IP:${address}`), 'DNS:localhost'].join(',')}`,
       ],
       { stdio: 'ignore' },
     );
   }
-  return { key: readFileSync(keyFile, 'utf8'), cert: readFileSync(certFile, 'utf8'), certFile };
+  return { key: readFileSync(keyFile, 'utf8'), cert: readFileSync(certFile, 'utf8'), certFile, keyFile };
 }

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { ConfigError, loadConfig } from '../config.ts';
 import { eventsCommand } from './events.ts';
 import { keysCommand } from './keys.ts';
+import { limitsCommand } from './limits.ts';
 import { listenCommand } from './listen.ts';
 import { portalCommand } from './portal.ts';
 import { deliveriesCommand, operationsCommand, webhooksCommand } from './resources.ts';
@@ -21,6 +22,8 @@ admin (direct database access; embedded mode needs \`npm start\` running, else D
   events purge --project <id> (--id <key> | --request-id <id>)           erase events' data (data-subject request)
   retention run [--older-than <duration>]                                delete what is past the retention period now
   secrets reseal                                                         re-encrypt webhook secrets, headers and event payloads (key rotation, upgrades)
+  limits show | set|reset (--project <id> | --destination <host[:port]>) [--max-in-flight <n>]
+                                                                         the operator's send limits of a project or a destination
 
 API (over HTTP; --token or WEBHOOKS_API_TOKEN, --api-url or WEBHOOKS_API_URL):
   webhooks list|create|get|update|delete|rotate-secret                    manage webhooks
@@ -43,6 +46,7 @@ export const commands: Record<string, Command> = {
   portal: portalCommand,
   secrets: secretsCommand,
   retention: retentionCommand,
+  limits: limitsCommand,
 };
 
 /** The package's version, from package.json. */

@@ -14,8 +14,19 @@ export type Database = PgDatabase<PgQueryResultHKT, typeof schema>;
 
 /** Where the data lives: a Postgres server, or a PGlite database opened in this process. */
 export type DatabaseTarget =
-  | { kind: 'postgres'; url: string; poolMax?: number }
+  | { kind: 'postgres'; url: string; poolMax?: number; timeouts?: StatementTimeouts }
   | { kind: 'pglite'; dataDir?: string };
+
+/**
+ * Limits on each statement of a pool's connections: one stuck statement, or one waiting on a
+ * lock, gives its connection back within bounds instead of holding it while others queue.
+ */
+export interface StatementTimeouts {
+  /** PostgreSQL's `statement_timeout`. */
+  statementMs: number;
+  /** PostgreSQL's `lock_timeout`. */
+  lockMs: number;
+}
 
 /** How a database is opened beyond its target. */
 export interface OpenOptions {
@@ -47,6 +58,9 @@ export async function openDatabase(target: DatabaseTarget, options: OpenOptions 
       postgres(target.url, {
         max: target.poolMax ?? 10,
         onnotice: () => {},
+        ...(target.timeouts && {
+          connection: { statement_timeout: target.timeouts.statementMs, lock_timeout: target.timeouts.lockMs },
+        }),
         connect_timeout: 10,
         // Seconds a connection waits before reconnecting after a failure. The driver's default
         // grows to 10-20 s after a few refused connects, and every query queued on the pool

@@ -1,5 +1,6 @@
-import { sql } from 'drizzle-orm';
+import { sql, type SQL } from 'drizzle-orm';
 import {
+  bigint,
   check,
   doublePrecision,
   index,
@@ -68,6 +69,13 @@ export const webhooks = pgTable(
     consecutiveFailures: integer('consecutive_failures').notNull().default(0),
     /** When the circuit breaker opened (null: closed): while open, one attempt at a time probes the endpoint. */
     circuitOpenedAt: timestamp('circuit_opened_at', { withTimezone: true, mode: 'date' }),
+    /**
+     * The destination the sends go to: the URL's host and port as the customer wrote them
+     * (`host:port`, the host in lower case, 443 when no port is written), computed by the
+     * database from `url` (`url_destination()`, migration 0009). Sends to one destination share
+     * its places (`DESTINATION_MAX_IN_FLIGHT`).
+     */
+    destination: text('destination').generatedAlwaysAs((): SQL => sql`url_destination(url)`),
     createdAt: createdAt(),
     updatedAt: timestamp('updated_at', { withTimezone: true, mode: 'date' }).notNull(),
   },
@@ -199,11 +207,10 @@ export const deliveryAttempts = pgTable(
 );
 
 /**
- * Flow control: one row per delivery that holds or waits for one of its endpoint's send places
- * (ENDPOINT_MAX_IN_FLIGHT, or one while the circuit breaker is open). Rows are changed only by
- * the `acquire_send_permit` and `release_send_permit` functions (migration 0005), under the
- * webhook's row lock. A `held` row lapses at `expires_at` (its worker died); a `waiting` row
- * is woken, oldest first, when a place frees.
+ * The table of the per-endpoint places of the previous release (one row per delivery holding or
+ * waiting for a place, changed by the functions of migration 0005). No code of this release reads
+ * or writes it: it is kept, with those functions, for replicas of the previous release that still
+ * run during a rolling upgrade, and dropped by a later release.
  */
 export const sendPermits = pgTable(
   'send_permits',
@@ -216,15 +223,112 @@ export const sendPermits = pgTable(
       .references(() => webhooks.id, { onDelete: 'cascade' }),
     state: text('state', { enum: ['held', 'waiting'] }).notNull(),
     queuedAt: timestamp('queued_at', { withTimezone: true, mode: 'date' }).notNull(),
-    /** `held`: when the hold lapses. */
     expiresAt: timestamp('expires_at', { withTimezone: true, mode: 'date' }),
-    /** `held` under a rate limit: the send may start at this time, not before. */
     notBefore: timestamp('not_before', { withTimezone: true, mode: 'date' }),
   },
   (table) => [
     index('send_permits_webhook_idx').on(table.webhookId, table.state, table.queuedAt),
     check('send_permits_state_check', sql`${table.state} in ('held', 'waiting')`),
   ],
+);
+
+/** The levels at which sends are counted: each send holds one place of each. */
+export const SEND_SCOPE_LEVELS = ['webhook', 'project', 'destination'] as const;
+export type SendScopeLevel = (typeof SEND_SCOPE_LEVELS)[number];
+
+/**
+ * Send capacity (src/flow-control/): the places of every webhook, project and destination, one
+ * row a place (`scope` is `w:<webhook id>`, `p:<project id>` or `d:<host:port>`). A send holds
+ * one place of each of its three scopes while it is in flight, across every worker replica. A
+ * row is taken with `FOR UPDATE SKIP LOCKED`, so requests for places never wait on one another's
+ * locks, and no row is a count that every request must update. Rows are made on first use, up to
+ * the scope's limit; changed only by the functions of migration 0011.
+ */
+export const sendPlaces = pgTable(
+  'send_places',
+  {
+    scope: text('scope').notNull(),
+    slot: integer('slot').notNull(),
+    /** The delivery holding it; null: free. */
+    deliveryId: text('delivery_id').references(() => deliveries.id, { onDelete: 'set null' }),
+    /**
+     * The send attempt holding it (`<workflow run>/<activity>/<attempt>`): a later attempt of the
+     * same delivery waits until this hold ends or lapses. Null while the place is only reserved
+     * (for a start time under the webhook's rate limit), when no request can be in flight.
+     */
+    attempt: text('attempt'),
+    /**
+     * The place is free once this time has passed: `-infinity` when free, the end of the hold
+     * while held (a hold past it belongs to an attempt whose worker died, and whose request cannot
+     * still be running). One range of an index finds a scope's free places.
+     */
+    expiresAt: timestamp('expires_at', { withTimezone: true, mode: 'string' }).notNull().default(sql`'-infinity'`),
+    /** Reserved under a rate limit: the send may start at this time, not before. */
+    notBefore: timestamp('not_before', { withTimezone: true, mode: 'date' }),
+  },
+  (table) => [
+    primaryKey({ columns: [table.scope, table.slot] }),
+    index('send_places_free_idx').on(table.scope, table.expiresAt),
+    index('send_places_delivery_idx').on(table.deliveryId).where(sql`${table.deliveryId} is not null`),
+  ],
+);
+
+/**
+ * Deliveries waiting for a place, in line: first come first served within a webhook (`seq`),
+ * and, for the head of a webhook's line that waits on its project's or destination's places, in
+ * the order it began to wait there (`blocked_since`), so that the webhooks sharing a project or
+ * a destination take turns. A waiting delivery's workflow waits for the `sendTurn` signal.
+ */
+export const sendWaiters = pgTable(
+  'send_waiters',
+  {
+    deliveryId: text('delivery_id')
+      .primaryKey()
+      .references(() => deliveries.id, { onDelete: 'cascade' }),
+    webhookId: text('webhook_id')
+      .notNull()
+      .references(() => webhooks.id, { onDelete: 'cascade' }),
+    projectId: text('project_id').notNull(),
+    destination: text('destination').notNull(),
+    /** Place in its webhook's line. */
+    seq: bigint('seq', { mode: 'number' }).generatedAlwaysAsIdentity(),
+    /** Which places it waits for: its webhook's, its project's or its destination's. */
+    blocked: text('blocked', { enum: SEND_SCOPE_LEVELS }).notNull(),
+    /** Since when it waits at that level. */
+    blockedSince: timestamp('blocked_since', { withTimezone: true, mode: 'date' }).notNull(),
+    /** Woken (its workflow signalled) and expected to ask again before this time. */
+    wokenUntil: timestamp('woken_until', { withTimezone: true, mode: 'date' }),
+  },
+  (table) => [
+    index('send_waiters_webhook_line_idx').on(table.webhookId, table.seq),
+    index('send_waiters_project_line_idx').on(table.projectId, table.blockedSince).where(sql`${table.blocked} = 'project'`),
+    index('send_waiters_destination_line_idx').on(table.destination, table.blockedSince).where(sql`${table.blocked} = 'destination'`),
+    check('send_waiters_blocked_check', sql`${table.blocked} in ('webhook', 'project', 'destination')`),
+  ],
+);
+
+/** Limits the operator set for one project (`npm run cli -- limits`), over the configuration's defaults. A project cannot change them. */
+export const projectLimits = pgTable(
+  'project_limits',
+  {
+    projectId: text('project_id').primaryKey(),
+    /** Sends in flight of the project's webhooks at most; null: PROJECT_MAX_IN_FLIGHT. */
+    maxInFlight: integer('max_in_flight'),
+    updatedAt: timestamp('updated_at', { withTimezone: true, mode: 'date' }).notNull(),
+  },
+  (table) => [check('project_limits_max_in_flight_check', sql`${table.maxInFlight} is null or ${table.maxInFlight} between 1 and 100000`)],
+);
+
+/** Limits the operator set for one destination (`host:port`), over the configuration's defaults. */
+export const destinationLimits = pgTable(
+  'destination_limits',
+  {
+    destination: text('destination').primaryKey(),
+    /** Sends in flight to the destination at most; null: DESTINATION_MAX_IN_FLIGHT. */
+    maxInFlight: integer('max_in_flight'),
+    updatedAt: timestamp('updated_at', { withTimezone: true, mode: 'date' }).notNull(),
+  },
+  (table) => [check('destination_limits_max_in_flight_check', sql`${table.maxInFlight} is null or ${table.maxInFlight} between 1 and 100000`)],
 );
 
 export const OPERATION_STATUSES = ['running', 'completed', 'cancelled', 'failed'] as const;

@@ -130,19 +130,22 @@ export class DeliveryScheduler {
   }
 
   /**
-   * Tells the workflows of deliveries that were waiting for a place at their endpoint that one
-   * is now theirs. A workflow that has closed meanwhile is skipped; its place lapses.
+   * Tells the workflows of deliveries that were waiting for their places that it is their turn.
+   * Answers the deliveries whose workflow has closed meanwhile (their place in line can go).
    */
-  async wakeForTurn(deliveryIds: readonly string[]): Promise<void> {
-    await Promise.all(
+  async wakeForTurn(deliveryIds: readonly string[]): Promise<string[]> {
+    const closed = await Promise.all(
       deliveryIds.map(async (deliveryId) => {
         try {
           await this.client.workflow.getHandle(deliveryId).signal(sendTurnSignal);
+          return undefined;
         } catch (error) {
-          if (!(error instanceof WorkflowNotFoundError)) throw error;
+          if (error instanceof WorkflowNotFoundError) return deliveryId;
+          throw error;
         }
       }),
     );
+    return closed.filter((deliveryId) => deliveryId !== undefined);
   }
 
   /** Cancels the workflows of deliveries that no longer exist. */

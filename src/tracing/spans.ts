@@ -1,9 +1,9 @@
 /**
  * What the service adds to its traces, through the OpenTelemetry API only (no-ops while tracing
- * is off): attributes on the active span (a request's, an activity's), and a CLIENT span around
- * the HTTP exchange of a send attempt.
+ * is off): attributes on the active span (a request's, an activity's), the span of a send attempt
+ * and a CLIENT span around its HTTP exchange.
  */
-import { SpanKind, SpanStatusCode, trace, type Attributes } from '@opentelemetry/api';
+import { context, SpanKind, SpanStatusCode, trace, type Attributes, type Context } from '@opentelemetry/api';
 import type { SendResult } from '../delivery/sender.ts';
 import { traceparentOf } from './context.ts';
 
@@ -40,4 +40,37 @@ export function tracedExchange(url: string, exchange: (traceparent: string | und
       span.end();
     }
   });
+}
+
+/** Marks the active span (an attempt's) failed, with the attempt's `last_error` text. */
+export function failActiveSpan(message: string): void {
+  trace.getActiveSpan()?.setStatus({ code: SpanStatusCode.ERROR, message });
+}
+
+/**
+ * The active trace context when a span is active (tracing on), to continue in work that outlives
+ * the activity that started it (the background part of a send); undefined otherwise.
+ */
+export function activeTraceContext(): Context | undefined {
+  const active = context.active();
+  return trace.getSpan(active) ? active : undefined;
+}
+
+/**
+ * Runs a send attempt's background part in its span, `webhooks.attempt` (a child of the
+ * activity's `RunActivity:sendDelivery`, which ends when the activity hands the attempt off):
+ * the attempt's attributes, its HTTP exchange and its log lines are in it. Without a trace it
+ * runs as is.
+ */
+export function inAttemptSpan<T>(parent: Context | undefined, attributes: Attributes, run: () => Promise<T>): Promise<T> {
+  if (!parent) return run();
+  return context.with(parent, () =>
+    tracer.startActiveSpan('webhooks.attempt', { attributes }, async (span) => {
+      try {
+        return await run();
+      } finally {
+        span.end();
+      }
+    }),
+  );
 }

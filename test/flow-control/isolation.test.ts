@@ -18,7 +18,7 @@ beforeAll(async () => {
   h = await startHarness({
     worker: true,
     delivery: { caFile: receiver.certFile, timeoutMs: 20_000 },
-    flow: { maxInFlight: MAX_IN_FLIGHT, breakerThreshold: BREAKER_THRESHOLD },
+    flow: { webhookMaxInFlight: MAX_IN_FLIGHT, breakerThreshold: BREAKER_THRESHOLD },
   });
 });
 afterAll(async () => {
@@ -46,7 +46,7 @@ describe('isolation', () => {
     for (let i = 0; i < 5; i += 1) healthyIds.push(...(await publishFor(h, healthy.key.projectId)).delivery_ids);
     for (const id of healthyIds) await waitForDelivery(h, healthy.key.token, healthy.webhookId, id, (d) => d.status === 'delivered', 10_000);
     expect(requestsTo('hang')).toHaveLength(MAX_IN_FLIGHT);
-    expect(await h.metrics.registry.metrics()).toMatch(/webhook_send_waits_total\{reason="endpoint_busy"\} \d+/);
+    expect(await h.metrics.registry.metrics()).toMatch(/webhook_send_waits_total\{reason="webhook_busy"\} \d+/);
 
     // The endpoint recovers: the waiting deliveries go out, never more than its places at once,
     // each in one attempt (waiting used none).

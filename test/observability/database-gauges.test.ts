@@ -5,6 +5,7 @@ import { createApiKey } from '../../src/db/queries/api-keys.ts';
 import { markEventDispatched, recordEvent } from '../../src/db/queries/events.ts';
 import { insertWebhook } from '../../src/db/queries/webhooks.ts';
 import { events, webhooks } from '../../src/db/schema.ts';
+import { parseConfig } from '../../src/config.ts';
 import { createMetrics, renderMetrics } from '../../src/metrics.ts';
 import { generateEncryptionKey, SecretBox } from '../../src/secrets.ts';
 import { openTestDatabase } from '../support/database.ts';
@@ -33,7 +34,7 @@ function valueOf(text: string, name: string): number {
 }
 
 async function scrape(handle: DatabaseHandle) {
-  const text = await renderMetrics(createMetrics({ database: handle.db }));
+  const text = await renderMetrics(createMetrics({ database: { db: handle.db, limits: parseConfig({}).flow } }));
   return {
     databaseUp: valueOf(text, 'webhook_database_up'),
     openCircuits: valueOf(text, 'webhook_circuit_breakers_open'),
@@ -96,7 +97,7 @@ describe('the gauges read from the database', () => {
   it('say the database is down, and are NaN rather than a made-up 0, once it does not answer; the rest of /metrics is still served', async () => {
     const gone = await openTestDatabase();
     await gone.close();
-    const metrics = createMetrics({ database: gone.db });
+    const metrics = createMetrics({ database: { db: gone.db, limits: parseConfig({}).flow } });
     metrics.eventsAccepted.inc();
     const text = await renderMetrics(metrics);
     expect(valueOf(text, 'webhook_database_up')).toBe(0);

@@ -11,6 +11,7 @@ import { createLogger } from '../../src/logger.ts';
 import { createMetrics } from '../../src/metrics.ts';
 import { generateEncryptionKey, randomToken, SecretBox } from '../../src/secrets.ts';
 import { connectToTemporal, type TemporalConnectionOptions } from '../../src/temporal/connection.ts';
+import { activityCompletion } from '../../src/temporal/activity-completion.ts';
 import { DeliveryScheduler } from '../../src/temporal/scheduler.ts';
 import { startDeliveryWorker, type DeliveryWorker } from '../../src/worker.ts';
 import { openTestDatabase } from './database.ts';
@@ -24,8 +25,10 @@ export interface HarnessOptions {
   bulkRetryRate?: number;
   /** Delivery settings of that worker; private targets are allowed by default in tests. */
   delivery?: { timeoutMs?: number; allowPrivateTargets?: boolean; caFile?: string };
-  /** Flow control of that worker (ENDPOINT_MAX_IN_FLIGHT, CIRCUIT_BREAKER_THRESHOLD); the configuration's defaults otherwise. */
-  flow?: { maxInFlight?: number; breakerThreshold?: number };
+  /** Send capacity of that worker (the *_MAX_IN_FLIGHT settings, CIRCUIT_BREAKER_THRESHOLD); the configuration's defaults otherwise. */
+  flow?: Partial<ReturnType<typeof parseConfig>['flow']>;
+  /** Activity slots of that worker (the SDK's maxConcurrentActivityTaskExecutions); the SDK's default otherwise. */
+  activitySlots?: number;
 }
 
 /** A JSON response as the tests see it. */
@@ -87,6 +90,7 @@ export async function startHarness(options: HarnessOptions = {}) {
       db: database.db,
       secretBox,
       scheduler,
+      completion: activityCompletion(client),
       logger,
       metrics,
       delivery: {
@@ -98,6 +102,7 @@ export async function startHarness(options: HarnessOptions = {}) {
       maxCachedWorkflows: parseConfig({}).temporal.maxCachedWorkflows,
       autoDisable: options.autoDisable ?? parseConfig({}).autoDisable,
       flow: { ...parseConfig({}).flow, ...options.flow },
+      ...(options.activitySlots !== undefined && { activitySlots: options.activitySlots }),
       sweepIntervalMs: 0,
     });
   }

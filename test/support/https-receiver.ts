@@ -3,12 +3,25 @@ import { createServer, type Server } from 'node:https';
 import type { IncomingHttpHeaders } from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
-import { localCertificate, type LocalCertificate } from '../../src/cli/certificate.ts';
+import { loopbackCertificate } from '../../bench/lib/loopback-certificate.ts';
+import type { LocalCertificate } from '../../src/cli/certificate.ts';
 
-/** A fresh self-signed certificate for 127.0.0.1 and localhost in a temporary folder. */
+/**
+ * A fresh self-signed certificate for 127.0.0.1, 127.0.0.2 and localhost in a temporary folder:
+ * receivers on either loopback address are two destinations (hosts) to the service, under one
+ * certificate it trusts.
+ */
 export function makeSelfSignedCertificate(): LocalCertificate & { cleanup(): void } {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'receiver-cert-'));
-  return { ...localCertificate(dir, 1), cleanup: () => rmSync(dir, { recursive: true, force: true }) };
+  return { ...loopbackCertificate(dir, 1), cleanup: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+/** Where a receiver listens, and with which certificate (its own by default). */
+export interface ReceiverOptions {
+  /** A loopback address: 127.0.0.1 (the default) or 127.0.0.2, another destination host. */
+  host?: string;
+  /** A certificate shared with another receiver (the service trusts one file); the receiver's own otherwise. */
+  certificate?: LocalCertificate;
 }
 
 /** One request the receiver got, with its body exactly as the bytes arrived. */
@@ -46,7 +59,7 @@ export type ReceiverBehaviour = (
   index: number,
 ) => { status: number; headers?: Record<string, string>; body?: string | Buffer } | 'hang';
 
-/** A real HTTPS receiver on 127.0.0.1 with a self-signed certificate. */
+/** A real HTTPS receiver on a loopback address with a self-signed certificate. */
 export interface HttpsReceiver {
   readonly url: string;
   readonly certFile: string;
@@ -61,8 +74,10 @@ export interface HttpsReceiver {
   close(): Promise<void>;
 }
 
-export async function startHttpsReceiver(): Promise<HttpsReceiver> {
-  const certificate = makeSelfSignedCertificate();
+export async function startHttpsReceiver(options: ReceiverOptions = {}): Promise<HttpsReceiver> {
+  const host = options.host ?? '127.0.0.1';
+  const owned = options.certificate ? undefined : makeSelfSignedCertificate();
+  const certificate = options.certificate ?? owned!;
   const requests: ReceivedRequest[] = [];
   const waiters: { count: number; resolve: () => void }[] = [];
   let behaviour: ReceiverBehaviour = () => ({ status: 200 });
@@ -97,12 +112,12 @@ export async function startHttpsReceiver(): Promise<HttpsReceiver> {
   server.on('secureConnection', () => {
     connectionCount += 1;
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  await new Promise<void>((resolve) => server.listen(0, host, resolve));
   const address = server.address();
   const port = typeof address === 'object' && address ? address.port : 0;
 
   return {
-    url: `https://127.0.0.1:${port}/hooks`,
+    url: `https://${host}:${port}/hooks`,
     certFile: certificate.certFile,
     requests,
     get connectionCount() {
@@ -134,7 +149,7 @@ export async function startHttpsReceiver(): Promise<HttpsReceiver> {
       for (const res of hanging) res.destroy();
       server.closeAllConnections();
       await new Promise((resolve) => server.close(resolve));
-      certificate.cleanup();
+      owned?.cleanup();
     },
   };
 }

@@ -19,16 +19,17 @@ export function only(spans: ExportedSpan[], name: string): ExportedSpan {
   expect(found.map((span) => span.name), `spans named ${name}`).toEqual([name]);
   return found[0]!;
 }
-/** Send attempts of a delivery (the activity's spans that made a request), in attempt order. */
+/** Send attempts of a delivery (the spans of the attempts that made a request), in attempt order. */
 export const attemptSpans = (spans: ExportedSpan[], deliveryId: string) =>
-  named(spansOf(spans, deliveryId), 'RunActivity:sendDelivery')
-    .filter((span) => span.attributes['webhooks.attempt.number'] !== undefined)
-    .sort((a, b) => Number(a.attributes['webhooks.attempt.number']) - Number(b.attributes['webhooks.attempt.number']));
+  named(spansOf(spans, deliveryId), 'webhooks.attempt').sort(
+    (a, b) => Number(a.attributes['webhooks.attempt.number']) - Number(b.attributes['webhooks.attempt.number']),
+  );
 
 /**
  * The spans a delivered delivery's trace must hold, each the child of the one before: the publish
  * request, the workflow start, the workflow, the send activity (scheduled, then run once per
- * attempt, each with its HTTP exchange); all of `deliveryId` in that one trace.
+ * attempt, which hands the attempt to the worker's background: the attempt's span, with its HTTP
+ * exchange); all of `deliveryId` in that one trace.
  */
 export function expectOneDeliveryTrace(
   spans: ExportedSpan[],
@@ -44,10 +45,13 @@ export function expectOneDeliveryTrace(
   const run = only(spansOf(spans, deliveryId), 'RunWorkflow:deliveryWorkflow');
   expect(run.parentSpanId).toBe(start.spanId);
   const scheduled = named(trace, 'StartActivity:sendDelivery').filter((span) => span.parentSpanId === run.spanId);
+  const activities = named(trace, 'RunActivity:sendDelivery').filter((span) => scheduled.some((start) => start.spanId === span.parentSpanId));
   const runs = attemptSpans(spans, deliveryId);
   expect(runs).toHaveLength(attempts);
   for (const attempt of runs) {
-    expect(scheduled.map((span) => span.spanId)).toContain(attempt.parentSpanId);
+    const activity = activities.find((span) => span.spanId === attempt.parentSpanId);
+    expect(activity, 'the send activity that handed the attempt off').toBeDefined();
+    expect(activity!.attributes['webhooks.attempt.number']).toBe(attempt.attributes['webhooks.attempt.number']);
     const exchange = trace.find((span) => span.parentSpanId === attempt.spanId && span.name === 'POST');
     expect(exchange, 'the HTTP exchange of the attempt').toMatchObject({ kind: 3 });
     expect(exchange!.attributes).toMatchObject({

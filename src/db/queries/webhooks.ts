@@ -1,7 +1,7 @@
 import { and, asc, eq, ne, sql } from 'drizzle-orm';
 import type { Database } from '../client.ts';
 import { preparedPerDatabase } from '../prepared.ts';
-import { deliveries, webhooks, type WebhookRow } from '../schema.ts';
+import { deliveries, sendPlaces, webhooks, type WebhookRow } from '../schema.ts';
 import { newId } from '../../ids.ts';
 import type { SecretBox } from '../../secrets.ts';
 import { resealedWebhook, sealWebhookHeaders, sealWebhookSecret, UnopenableWebhookError } from '../../webhook-secrets.ts';
@@ -89,6 +89,9 @@ export async function deleteWebhook(db: Database, id: string): Promise<string[] 
       .from(deliveries)
       .where(and(eq(deliveries.webhookId, id), ne(deliveries.status, 'delivered')));
     const removed = await tx.delete(webhooks).where(eq(webhooks.id, id)).returning({ id: webhooks.id });
+    // Its own send places go with it. Those of its project and destination that its sends in
+    // flight hold stay held until their holds lapse: the bounds stay true meanwhile.
+    await tx.delete(sendPlaces).where(eq(sendPlaces.scope, `w:${id}`));
     return removed.length === 0 ? undefined : open.map((row) => row.id);
   });
 }

@@ -1,0 +1,91 @@
+/**
+ * Send capacity: a delivery's attempt sends only while it holds a place of each of its three
+ * scopes, counted across every worker replica: its webhook (ENDPOINT_MAX_IN_FLIGHT; one while the
+ * circuit breaker is open), its project (PROJECT_MAX_IN_FLIGHT) and its destination, the URL's
+ * host and port (DESTINATION_MAX_IN_FLIGHT), the latter two overridable per project and per
+ * destination by the operator. The webhook's `rate_limit` spaces the starts. A delivery that must
+ * wait does so in its workflow (a durable wait that holds no worker slot and uses up no attempt);
+ * giving places back wakes the next in line. The rules live in the database functions of
+ * migration 0011, so that every replica obeys one count; taking and giving back a place costs the
+ * same however long the lines are.
+ */
+import { sql } from 'drizzle-orm';
+import { queryRows, type Database } from '../db/client.ts';
+import type { SendScopeLevel } from '../db/schema.ts';
+
+/** The limits every worker replica applies; from the configuration. */
+export interface FlowLimits {
+  /** Sends in flight to one webhook's endpoint at most (ENDPOINT_MAX_IN_FLIGHT). */
+  webhookMaxInFlight: number;
+  /** Sends in flight of one project's webhooks at most (PROJECT_MAX_IN_FLIGHT), unless the operator set the project's own. */
+  projectMaxInFlight: number;
+  /** Sends in flight to one destination host:port at most (DESTINATION_MAX_IN_FLIGHT), unless the operator set the destination's own. */
+  destinationMaxInFlight: number;
+  /** How long places are held for a send: past it, the hold lapses (its worker died, its request can no longer be running). */
+  holdMs: number;
+  /** How long a delivery woken for its turn is expected back, and a start time under a rate limit is kept for it. */
+  reserveMs: number;
+}
+
+/** Why a send waits for a time rather than for its turn. */
+export type TimedWaitReason =
+  /** The webhook's rate limit gave it a later start. */
+  | 'rate'
+  /** An earlier attempt of the delivery holds its places and may still be sending (its worker stopped answering). */
+  | 'attempt';
+
+/** The answer to a request for places. */
+export type PlaceDecision =
+  | { decision: 'granted'; wake: string[] }
+  /** A scope is full: wait in line there, behind `ahead` others (counted up to the scope's limit), until woken. */
+  | { decision: 'wait_turn'; blocked: SendScopeLevel; ahead: number; wake: string[] }
+  /** Wait `waitMs`, then ask again. */
+  | { decision: 'wait_until'; reason: TimedWaitReason; waitMs: number; wake: string[] };
+
+interface DecisionRow {
+  decision: PlaceDecision['decision'];
+  wait_ms: number;
+  wait_reason: SendScopeLevel | TimedWaitReason | null;
+  ahead: number;
+  wake: string[];
+}
+
+/**
+ * Asks for the places of `attempt` (an id of the send attempt, unique per activity attempt) of
+ * `deliveryId`, in one round trip. `wake` lists other deliveries this call woke: their workflows
+ * must be signalled.
+ */
+export async function acquireSendPlaces(db: Database, deliveryId: string, attempt: string, limits: FlowLimits): Promise<PlaceDecision> {
+  const [row] = await queryRows<DecisionRow>(
+    db,
+    sql`select decision, wait_ms, wait_reason, ahead, wake from acquire_send_places(${deliveryId}, ${attempt},
+      ${limits.webhookMaxInFlight}, ${limits.projectMaxInFlight}, ${limits.destinationMaxInFlight}, ${limits.holdMs}, ${limits.reserveMs})`,
+  );
+  const { decision, wait_ms: waitMs, wait_reason: reason, ahead, wake } = row!;
+  if (decision === 'wait_until') return { decision, reason: reason as TimedWaitReason, waitMs, wake };
+  if (decision === 'wait_turn') return { decision, blocked: reason as SendScopeLevel, ahead, wake };
+  return { decision, wake };
+}
+
+/**
+ * How long a delivery waiting in line waits for its wake signal before it asks again. The signal
+ * is the way in; asking again covers a signal that was lost (its sender died) and a place whose
+ * holder died. Those near the head of their line ask again soon, the others rarely, so that a
+ * long line costs little.
+ */
+export function turnRecheckMs(decision: Extract<PlaceDecision, { decision: 'wait_turn' }>, limits: FlowLimits): number {
+  const limit = { webhook: limits.webhookMaxInFlight, project: limits.projectMaxInFlight, destination: limits.destinationMaxInFlight }[decision.blocked];
+  return decision.ahead < limit ? 30_000 : 5 * 60_000;
+}
+
+/**
+ * Gives back the places of `attempt` of `deliveryId`, or its place in line; returns the
+ * deliveries to wake.
+ */
+export async function releaseSendPlaces(db: Database, deliveryId: string, attempt: string, limits: FlowLimits): Promise<string[]> {
+  const [row] = await queryRows<{ wake: string[] }>(
+    db,
+    sql`select release_send_places(${deliveryId}, ${attempt}, ${limits.reserveMs}) as wake`,
+  );
+  return row!.wake;
+}

@@ -1,0 +1,88 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createApiKey } from '../src/db/queries/api-keys.ts';
+import { recordEvent } from '../src/db/queries/events.ts';
+import { insertWebhook } from '../src/db/queries/webhooks.ts';
+import { acquireSendPlaces, type FlowLimits } from '../src/flow-control/places.ts';
+import { generateEncryptionKey, SecretBox } from '../src/secrets.ts';
+import { runCli } from './support/cli.ts';
+import { openSharedTestDatabase, type SharedTestDatabase } from './support/database.ts';
+import { docauthData } from './support/event-data.ts';
+
+/*
+ * The operator's per-project and per-destination send limits, set with the CLI in the database
+ * the replicas share, and applied by the next request for a place.
+ */
+
+let database: SharedTestDatabase;
+const box = new SecretBox(generateEncryptionKey());
+const defaults: FlowLimits = { webhookMaxInFlight: 10, projectMaxInFlight: 100, destinationMaxInFlight: 200, holdMs: 60_000, reserveMs: 60_000 };
+const cli = (args: string[]) => runCli(args, database.cliEnv);
+
+beforeAll(async () => {
+  database = await openSharedTestDatabase();
+});
+afterAll(async () => {
+  await database?.close();
+});
+
+/** `count` deliveries to a new webhook of `projectId` at `url`. */
+async function deliveriesTo(projectId: string, url: string, count: number): Promise<string[]> {
+  const { key } = await createApiKey(database.db, { projectId, services: ['webhooks'] });
+  const webhook = await insertWebhook(database.db, box, projectId, { apiKeyId: key.id, url, events: ['docauth.completed'], headers: {}, secret: 'whsec_test' });
+  const ids: string[] = [];
+  for (let i = 0; i < count; i += 1) {
+    const recorded = await recordEvent(database.db, box, { projectId, event: 'docauth.completed', occurredAt: new Date(), payload: docauthData(), onlyWebhookId: webhook.id });
+    ids.push(recorded.deliveries[0]!.deliveryId);
+  }
+  return ids;
+}
+
+/** The answers to the deliveries' requests for places, asked one after another. */
+async function decisions(ids: string[]): Promise<string[]> {
+  const answers: string[] = [];
+  for (const id of ids) answers.push((await acquireSendPlaces(database.db, id, `cli/${id}`, defaults)).decision);
+  return answers;
+}
+
+describe('limits, the operator command', { timeout: 120_000 }, () => {
+  it("sets a project's and a destination's own limits, shows them, and the next requests for places obey them", async () => {
+    const project = await cli(['limits', 'set', '--project', 'acme', '--max-in-flight', '2', '--json']);
+    expect(project.stderr).toBe('');
+    expect(JSON.parse(project.stdout)).toMatchObject({ scope: 'project', name: 'acme', max_in_flight: 2 });
+    // A destination as host, host:port or URL is the host and port that webhook URLs name.
+    const destination = await cli(['limits', 'set', '--destination', 'Hooks.Example.COM', '--max-in-flight', '1', '--json']);
+    expect(JSON.parse(destination.stdout)).toMatchObject({ scope: 'destination', name: 'hooks.example.com:443', max_in_flight: 1 });
+
+    const shown = JSON.parse((await cli(['limits', 'show', '--json'])).stdout);
+    expect(shown.defaults).toMatchObject({ project_max_in_flight: 100, destination_max_in_flight: 200 });
+    expect(shown.overrides).toEqual([
+      expect.objectContaining({ scope: 'project', name: 'acme', max_in_flight: 2 }),
+      expect.objectContaining({ scope: 'destination', name: 'hooks.example.com:443', max_in_flight: 1 }),
+    ]);
+
+    expect(await decisions(await deliveriesTo('acme', 'https://127.0.0.1:1/acme', 3))).toEqual(['granted', 'granted', 'wait_turn']);
+    expect(await decisions(await deliveriesTo('other', 'https://hooks.example.com:443/other', 2))).toEqual(['granted', 'wait_turn']);
+
+    const reset = await cli(['limits', 'reset', '--project', 'acme']);
+    expect(reset.code).toBe(0);
+    expect(await decisions(await deliveriesTo('acme', 'https://127.0.0.1:1/acme-again', 2))).toEqual(['granted', 'granted']);
+  });
+
+  it('refuses what it cannot set, with a usage error, and says when there is nothing to reset', async () => {
+    for (const args of [
+      ['limits', 'set', '--project', 'acme'],
+      ['limits', 'set', '--project', 'acme', '--max-in-flight', '0'],
+      ['limits', 'set', '--project', 'acme', '--max-in-flight', '2.5'],
+      ['limits', 'set', '--project', 'acme', '--destination', 'x.example', '--max-in-flight', '2'],
+      ['limits', 'set', '--max-in-flight', '2'],
+      ['limits', 'set', '--destination', '/no-host', '--max-in-flight', '2'],
+    ]) {
+      const result = await cli(args);
+      expect(result.code, args.join(' ')).toBe(2);
+      expect(result.stdout).toBe('');
+    }
+    const nothing = await cli(['limits', 'reset', '--destination', 'never.example']);
+    expect(nothing.code).toBe(1);
+    expect(nothing.stderr).toMatch(/destination never\.example:443 has no limits of its own/);
+  });
+});

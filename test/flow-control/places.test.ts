@@ -1,0 +1,284 @@
+import { eq, sql } from 'drizzle-orm';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { queryRows, type DatabaseHandle } from '../../src/db/client.ts';
+import { createApiKey } from '../../src/db/queries/api-keys.ts';
+import { finishAttempt, startAttempt, type AttemptResult } from '../../src/db/queries/deliveries.ts';
+import { recordEvent } from '../../src/db/queries/events.ts';
+import { insertWebhook } from '../../src/db/queries/webhooks.ts';
+import { destinationLimits, projectLimits, sendPlaces, sendWaiters, webhooks } from '../../src/db/schema.ts';
+import { acquireSendPlaces, releaseSendPlaces, turnRecheckMs, type FlowLimits, type PlaceDecision } from '../../src/flow-control/places.ts';
+import { generateEncryptionKey, SecretBox } from '../../src/secrets.ts';
+import { openTestDatabase } from '../support/database.ts';
+import { docauthData } from '../support/event-data.ts';
+
+let handle: DatabaseHandle;
+const box = new SecretBox(generateEncryptionKey());
+const limits: FlowLimits = { webhookMaxInFlight: 2, projectMaxInFlight: 100, destinationMaxInFlight: 100, holdMs: 60_000, reserveMs: 60_000 };
+
+beforeAll(async () => {
+  handle = await openTestDatabase();
+});
+afterAll(async () => {
+  await handle?.close();
+});
+
+let sequence = 0;
+/** A project of its own, with an API key. */
+async function newProject() {
+  const projectId = `flow-${(sequence += 1)}`;
+  const { key } = await createApiKey(handle.db, { projectId, services: ['webhooks'] });
+  return { projectId, apiKeyId: key.id };
+}
+
+/** A webhook of `project` (a new project by default) at `url`, and `count` deliveries to it. */
+async function webhookWithDeliveries(count: number, options: { rateLimit?: number; url?: string; project?: Awaited<ReturnType<typeof newProject>> } = {}) {
+  const project = options.project ?? (await newProject());
+  const webhook = await insertWebhook(handle.db, box, project.projectId, {
+    apiKeyId: project.apiKeyId,
+    url: options.url ?? `https://127.0.0.1:1/hooks/${sequence}`,
+    events: ['docauth.completed'],
+    headers: {},
+    rateLimit: options.rateLimit,
+    secret: 'whsec_test',
+  });
+  const ids: string[] = [];
+  for (let i = 0; i < count; i += 1) {
+    const recorded = await recordEvent(handle.db, box, {
+      projectId: project.projectId,
+      event: 'docauth.completed',
+      occurredAt: new Date(),
+      payload: docauthData(),
+      onlyWebhookId: webhook.id,
+    });
+    ids.push(recorded.deliveries[0]!.deliveryId);
+  }
+  return { webhookId: webhook.id, project, ids };
+}
+
+/** The attempt id the activity would give a delivery's `n`-th attempt. */
+const attemptOf = (deliveryId: string, n = 1) => `run/${deliveryId}/${n}`;
+const acquire = (deliveryId: string, with_: FlowLimits = limits, n = 1) => acquireSendPlaces(handle.db, deliveryId, attemptOf(deliveryId, n), with_);
+const release = (deliveryId: string, with_: FlowLimits = limits, n = 1) => releaseSendPlaces(handle.db, deliveryId, attemptOf(deliveryId, n), with_);
+const decisionOf = async (decision: Promise<PlaceDecision>) => (await decision).decision;
+
+const failure = (attemptId: string, deliveryId: string, webhookId: string): AttemptResult => ({
+  attemptId,
+  deliveryId,
+  webhookId,
+  outcome: 'http_error',
+  statusCode: 500,
+  error: 'HTTP 500 Internal Server Error',
+  durationMs: 5,
+  finishedAt: new Date(),
+  nextStatus: { status: 'failed', nextRetryAt: new Date(Date.now() + 1_000) },
+});
+
+describe('places of a webhook', () => {
+  it('grants ENDPOINT_MAX_IN_FLIGHT places, queues the rest first come first served, and wakes the oldest in line when a place frees', async () => {
+    const { ids } = await webhookWithDeliveries(4);
+    const [first, second, third, fourth] = ids as [string, string, string, string];
+    expect(await acquire(first)).toEqual({ decision: 'granted', wake: [] });
+    expect(await acquire(second)).toEqual({ decision: 'granted', wake: [] });
+    expect(await acquire(third)).toEqual({ decision: 'wait_turn', blocked: 'webhook', ahead: 0, wake: [] });
+    expect(await acquire(fourth)).toEqual({ decision: 'wait_turn', blocked: 'webhook', ahead: 1, wake: [] });
+    // Asking again keeps its place in line.
+    expect(await acquire(fourth)).toMatchObject({ decision: 'wait_turn', ahead: 1 });
+
+    expect(await release(first)).toEqual([third]);
+    // The freed place is the woken delivery's turn: one behind it in line does not take it.
+    expect(await decisionOf(acquire(fourth))).toBe('wait_turn');
+    expect(await acquire(third)).toEqual({ decision: 'granted', wake: [] });
+    expect(await release(second)).toEqual([fourth]);
+    expect(await decisionOf(acquire(fourth))).toBe('granted');
+    expect(await release(third)).toEqual([]);
+    expect(await release(fourth)).toEqual([]);
+    expect(await handle.db.select().from(sendWaiters).where(sql`${sendWaiters.deliveryId} in ${ids}`)).toHaveLength(0);
+  });
+
+  it('never gives more places than the limit to requests that arrive together, nor loses one on release', async () => {
+    const { webhookId, ids } = await webhookWithDeliveries(24);
+    const decisions = await Promise.all(ids.map((id) => acquire(id)));
+    const granted = ids.filter((_, i) => decisions[i]!.decision === 'granted');
+    expect(granted).toHaveLength(limits.webhookMaxInFlight);
+    // Releasing them together wakes one waiter for each place given back.
+    const woken = (await Promise.all(granted.map((id) => release(id)))).flat();
+    expect(woken).toHaveLength(limits.webhookMaxInFlight);
+    expect(new Set(woken).size).toBe(limits.webhookMaxInFlight);
+    // The woken ones come back and get the places; nobody else does.
+    expect(await Promise.all(woken.map((id) => decisionOf(acquire(id))))).toEqual(woken.map(() => 'granted'));
+    const held = await handle.db.select().from(sendPlaces).where(sql`${sendPlaces.scope} = ${`w:${webhookId}`} and ${sendPlaces.deliveryId} is not null`);
+    expect(held.map((row) => row.deliveryId).sort()).toEqual([...woken].sort());
+  });
+
+  it("keeps one webhook's line from touching another's places", async () => {
+    const busy = await webhookWithDeliveries(3);
+    const other = await webhookWithDeliveries(1);
+    for (const id of busy.ids) await acquire(id);
+    expect(await decisionOf(acquire(other.ids[0]!))).toBe('granted');
+    await release(other.ids[0]!);
+  });
+
+  it('frees the places of a hold that lapsed (its worker died) for the next who asks, and wakes the head of a line that waits meanwhile', async () => {
+    const { ids } = await webhookWithDeliveries(4);
+    const short = { ...limits, holdMs: 400 };
+    await acquire(ids[0]!, short);
+    await acquire(ids[1]!, short);
+    expect(await decisionOf(acquire(ids[2]!, short))).toBe('wait_turn');
+    await new Promise((resolve) => setTimeout(resolve, 450));
+    // A newcomer goes behind the line, but wakes its head: places are free and nobody will give one back.
+    expect(await acquire(ids[3]!, short)).toMatchObject({ decision: 'wait_turn', wake: [ids[2]] });
+    expect(await decisionOf(acquire(ids[2]!, short))).toBe('granted');
+  });
+
+  it('allows one send at a time while the circuit breaker is open', async () => {
+    const { webhookId, ids } = await webhookWithDeliveries(2);
+    await handle.db.update(webhooks).set({ circuitOpenedAt: new Date() }).where(eq(webhooks.id, webhookId));
+    expect(await decisionOf(acquire(ids[0]!))).toBe('granted');
+    expect(await decisionOf(acquire(ids[1]!))).toBe('wait_turn');
+    expect(await release(ids[0]!)).toEqual([ids[1]]);
+  });
+
+  it('asks those near the head of their line to ask again soon, the rest rarely', () => {
+    expect(turnRecheckMs({ decision: 'wait_turn', blocked: 'webhook', ahead: 0, wake: [] }, limits)).toBe(30_000);
+    expect(turnRecheckMs({ decision: 'wait_turn', blocked: 'webhook', ahead: limits.webhookMaxInFlight, wake: [] }, limits)).toBe(300_000);
+    expect(turnRecheckMs({ decision: 'wait_turn', blocked: 'destination', ahead: limits.webhookMaxInFlight, wake: [] }, limits)).toBe(30_000);
+  });
+});
+
+describe('places of a project and of a destination', () => {
+  it("bounds a project's sends across its webhooks, and its webhooks take turns at the project's places", async () => {
+    const project = await newProject();
+    const projectLimit = { ...limits, webhookMaxInFlight: 10, projectMaxInFlight: 3 };
+    const a = await webhookWithDeliveries(3, { project });
+    const b = await webhookWithDeliveries(2, { project });
+    for (const id of a.ids) expect(await decisionOf(acquire(id, projectLimit))).toBe('granted');
+    expect(await acquire(b.ids[0]!, projectLimit)).toEqual({ decision: 'wait_turn', blocked: 'project', ahead: 0, wake: [] });
+    // B's next delivery waits behind B's first, in B's line.
+    expect(await acquire(b.ids[1]!, projectLimit)).toMatchObject({ decision: 'wait_turn', blocked: 'webhook' });
+    // A place of A's comes back: the webhook waiting at the project is woken (A has nobody in line).
+    expect(await release(a.ids[0]!, projectLimit)).toEqual([b.ids[0]]);
+    expect(await decisionOf(acquire(b.ids[0]!, projectLimit))).toBe('granted');
+    // Another project is not touched by this one's limit.
+    expect(await decisionOf(acquire((await webhookWithDeliveries(1)).ids[0]!, projectLimit))).toBe('granted');
+  });
+
+  it("bounds the sends of every project to one destination, host and port as written, and wakes the webhook that waited there longest", async () => {
+    const url = (path: string) => `https://Shared.Example:8443/${path}`;
+    const destinationLimit = { ...limits, destinationMaxInFlight: 2 };
+    const first = await webhookWithDeliveries(2, { url: url('one') });
+    const second = await webhookWithDeliveries(1, { url: url('two') });
+    const third = await webhookWithDeliveries(1, { url: url('three') });
+    const elsewhere = await webhookWithDeliveries(1, { url: 'https://shared.example/other-port' });
+    const [row] = await handle.db.select({ destination: webhooks.destination }).from(webhooks).where(eq(webhooks.id, first.webhookId));
+    expect(row!.destination).toBe('shared.example:8443');
+
+    for (const id of first.ids) expect(await decisionOf(acquire(id, destinationLimit))).toBe('granted');
+    expect(await acquire(second.ids[0]!, destinationLimit)).toMatchObject({ decision: 'wait_turn', blocked: 'destination', ahead: 0 });
+    expect(await acquire(third.ids[0]!, destinationLimit)).toMatchObject({ decision: 'wait_turn', blocked: 'destination', ahead: 1 });
+    expect(await decisionOf(acquire(elsewhere.ids[0]!, destinationLimit))).toBe('granted');
+    expect(await release(first.ids[0]!, destinationLimit)).toEqual([second.ids[0]]);
+    expect(await release(first.ids[1]!, destinationLimit)).toEqual([third.ids[0]]);
+    expect(await decisionOf(acquire(second.ids[0]!, destinationLimit))).toBe('granted');
+    expect(await decisionOf(acquire(third.ids[0]!, destinationLimit))).toBe('granted');
+  });
+
+  it("applies the operator's limit of a project and of a destination over the configured ones", async () => {
+    const project = await newProject();
+    await handle.db.insert(projectLimits).values({ projectId: project.projectId, maxInFlight: 1, updatedAt: new Date() });
+    const own = await webhookWithDeliveries(2, { project });
+    expect(await decisionOf(acquire(own.ids[0]!))).toBe('granted');
+    expect(await acquire(own.ids[1]!)).toMatchObject({ decision: 'wait_turn', blocked: 'project' });
+
+    await handle.db.insert(destinationLimits).values({ destination: 'limited.example:443', maxInFlight: 1, updatedAt: new Date() });
+    const a = await webhookWithDeliveries(1, { url: 'https://limited.example/a' });
+    const b = await webhookWithDeliveries(1, { url: 'https://LIMITED.example:443/b' });
+    expect(await decisionOf(acquire(a.ids[0]!))).toBe('granted');
+    expect(await acquire(b.ids[0]!)).toMatchObject({ decision: 'wait_turn', blocked: 'destination' });
+  });
+});
+
+describe('one attempt in flight per delivery', () => {
+  it('lets a later attempt of a delivery send only once the earlier one has given its places back or its hold has lapsed', async () => {
+    const { ids } = await webhookWithDeliveries(1);
+    const id = ids[0]!;
+    const short = { ...limits, holdMs: 600 };
+    expect(await decisionOf(acquire(id, short, 1))).toBe('granted');
+    // Attempt 1's worker stopped answering; the server retries the activity: attempt 2 waits out attempt 1's hold.
+    const fenced = await acquire(id, short, 2);
+    expect(fenced).toMatchObject({ decision: 'wait_until', reason: 'attempt' });
+    expect(fenced.decision === 'wait_until' && fenced.waitMs).toBeGreaterThan(300);
+    await new Promise((resolve) => setTimeout(resolve, 650));
+    expect(await decisionOf(acquire(id, short, 3))).toBe('granted');
+    // Attempt 1 ends late: its release does not free attempt 3's places.
+    expect(await release(id, short, 1)).toEqual([]);
+    const held = await handle.db.select().from(sendPlaces).where(eq(sendPlaces.deliveryId, id));
+    expect(held.map((place) => place.attempt)).toEqual([attemptOf(id, 3), attemptOf(id, 3), attemptOf(id, 3)]);
+    await release(id, short, 3);
+    expect(await handle.db.select().from(sendPlaces).where(eq(sendPlaces.deliveryId, id))).toEqual([]);
+  });
+});
+
+describe('the rate limit', () => {
+  it("spaces the starts by the webhook's rate limit, each waiting delivery with a start time of its own", async () => {
+    const { ids } = await webhookWithDeliveries(3, { rateLimit: 4 });
+    const wide = { ...limits, webhookMaxInFlight: 10 };
+    expect(await decisionOf(acquire(ids[0]!, wide))).toBe('granted');
+    const second = await acquire(ids[1]!, wide);
+    const third = await acquire(ids[2]!, wide);
+    const waitOf = (decision: PlaceDecision) => (decision.decision === 'wait_until' ? decision.waitMs : 0);
+    expect(second).toMatchObject({ decision: 'wait_until', reason: 'rate' });
+    expect(waitOf(second)).toBeGreaterThan(150);
+    expect(waitOf(second)).toBeLessThanOrEqual(250);
+    expect(waitOf(third) - waitOf(second)).toBeGreaterThan(200);
+    await new Promise((resolve) => setTimeout(resolve, waitOf(second) + 20));
+    // Its start time has come: the next activity of the delivery is granted without a new reservation.
+    expect(await decisionOf(acquire(ids[1]!, wide, 2))).toBe('granted');
+  });
+});
+
+describe('the circuit breaker', () => {
+  it('opens after the threshold of failed attempts in a row and closes on a success', async () => {
+    const { webhookId, ids } = await webhookWithDeliveries(1);
+    const deliveryId = ids[0]!;
+    const circuit = async () => {
+      const [row] = await handle.db
+        .select({ openedAt: webhooks.circuitOpenedAt, failures: webhooks.consecutiveFailures })
+        .from(webhooks)
+        .where(eq(webhooks.id, webhookId));
+      return row!;
+    };
+    const changes: (string | undefined)[] = [];
+    for (let i = 0; i < 4; i += 1) {
+      const started = await startAttempt(handle.db, deliveryId, new Date());
+      changes.push((await finishAttempt(handle.db, failure(started!.attempt!.attemptId, deliveryId, webhookId), 3)).circuit);
+    }
+    expect(changes).toEqual([undefined, undefined, 'opened', undefined]);
+    expect(await circuit()).toMatchObject({ failures: 4, openedAt: expect.any(Date) });
+
+    const started = await startAttempt(handle.db, deliveryId, new Date());
+    const closed = await finishAttempt(
+      handle.db,
+      { ...failure(started!.attempt!.attemptId, deliveryId, webhookId), outcome: 'succeeded', statusCode: 200, error: undefined },
+      3,
+    );
+    expect(closed.circuit).toBe('closed');
+    expect(await circuit()).toEqual({ failures: 0, openedAt: null });
+  });
+});
+
+describe('the destination of a URL', () => {
+  it('is the host in lower case and the port, 443 when none is written', async () => {
+    const cases: [string, string][] = [
+      ['https://Example.COM/path?q=1', 'example.com:443'],
+      ['https://example.com:8443/x', 'example.com:8443'],
+      ['https://127.0.0.2:0443/', '127.0.0.2:443'],
+      ['https://[2001:DB8::1]:9000/a', '[2001:db8::1]:9000'],
+      ['https://[::1]/', '[::1]:443'],
+    ];
+    const rows = await queryRows<{ url: string; destination: string }>(
+      handle.db,
+      sql`select url, url_destination(url) as destination from (values ${sql.join(cases.map(([url]) => sql`(${url})`), sql`, `)}) as urls (url)`,
+    );
+    expect(rows.map((row) => [row.url, row.destination])).toEqual(cases);
+  });
+});
