@@ -3,7 +3,8 @@
  * channel). It verifies every signature with the service's receiver library, answers at once
  * (200, or 500 for a share of requests given by the fail ratio), deduplicates by delivery id,
  * and reports what it got to the parent in batches. With `holdMs` it is a hanging endpoint
- * instead: it reads and verifies each request, then keeps it open.
+ * instead: it reads and verifies each request, then keeps it open. The parent can change that
+ * behaviour while it runs (a failing endpoint that recovers).
  *
  * argv[2] is a JSON {@link ReceiverOptions}. Messages from the parent: {@link ToReceiver};
  * to the parent: {@link FromReceiver}.
@@ -16,6 +17,8 @@ import { SIGNATURE_HEADERS } from '../src/signing.ts';
 export interface ReceiverOptions {
   keyFile: string;
   certFile: string;
+  /** The loopback address to listen on [127.0.0.1]; the certificate must name it. */
+  host?: string;
   /** Share of requests answered 500 (0..1). */
   failRatio: number;
   /**
@@ -32,8 +35,12 @@ export interface ReceiverOptions {
   batchMs?: number;
 }
 
+/** How the receiver answers; the parent may change it while it runs. */
+export type ReceiverBehaviour = Pick<ReceiverOptions, 'failRatio' | 'failCap' | 'holdMs'>;
+
 export type ToReceiver =
   | { type: 'secrets'; secrets: string[] }
+  | { type: 'behaviour'; behaviour: Partial<ReceiverBehaviour> }
   | { type: 'flush' }
   | { type: 'stop' };
 
@@ -179,6 +186,7 @@ const timer = setInterval(flush, options.batchMs ?? 100);
 
 process.on('message', (message: ToReceiver) => {
   if (message.type === 'secrets') secrets = message.secrets;
+  else if (message.type === 'behaviour') Object.assign(options, message.behaviour);
   else if (message.type === 'flush') {
     flush();
     send({ type: 'flushed' });
@@ -193,7 +201,7 @@ process.on('message', (message: ToReceiver) => {
 // The parent went away (killed): do not linger.
 process.on('disconnect', () => process.exit(0));
 
-server.listen(0, '127.0.0.1', () => {
+server.listen(0, options.host ?? '127.0.0.1', () => {
   const address = server.address();
   send({ type: 'listening', port: typeof address === 'object' && address ? address.port : 0 });
 });

@@ -6,7 +6,8 @@
  * --cluster) and an HTTPS receiver in another process, publishes events at an offered rate,
  * waits for every delivery, and reports throughput, latency, memory and CPU per process.
  * `--ceiling` (bench/ceiling.ts) measures the send path alone; `--noisy-neighbour`
- * (bench/noisy-neighbour.ts) measures one project's latency beside another's hanging endpoint.
+ * (bench/noisy-neighbour.ts) measures one project's latency beside a neighbour of
+ * `--neighbour-scenario`: hanging endpoints, a publish flood, bulk retries.
  */
 import { runCeiling } from './ceiling.ts';
 import { cleanup, isInterrupted } from './lib/lifecycle.ts';

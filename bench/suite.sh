@@ -10,9 +10,12 @@
 #                                  at 4 history shards, interleaved, and the service's PostgreSQL load
 #                                  per delivery; not part of all);
 #                                  tracing (the embedded stack at 20 events/s without and with
-#                                  tracing to a real OpenTelemetry Collector, interleaved; not part of all)
+#                                  tracing to a real OpenTelemetry Collector, interleaved; not part of all);
+#                                  neighbours (every --neighbour-scenario of the noisy-neighbour run, each on
+#                                  the embedded stack then on the production topology; not part of all)
 #
-# Results go to bench/results/suite-<time>/ (JSON + SVG per run, and suite.log).
+# Results go to bench/results/suite-<time>/ (JSON + SVG per run, and suite.log). $SUITE_ARGS is added
+# to every run's options, e.g. SUITE_ARGS=--quick SUITE_OUT=/tmp/smoke bash bench/suite.sh neighbours.
 set -u
 cd "$(dirname "$0")/.."
 SET=${1:-core}
@@ -41,9 +44,10 @@ run() {
   local name=$1
   shift
   wait_quiet
-  echo "== $name: npm run bench -- $* --out $OUT/$name.json" | tee -a "$LOG"
+  echo "== $name: npm run bench -- $* ${SUITE_ARGS:-} --out $OUT/$name.json" | tee -a "$LOG"
   echo "   $(uptime)" | tee -a "$LOG"
-  npx tsx bench/run.ts "$@" --out "$OUT/$name.json" >>"$LOG" 2>&1
+  # shellcheck disable=SC2086 # SUITE_ARGS is a list of options
+  npx tsx bench/run.ts "$@" ${SUITE_ARGS:-} --out "$OUT/$name.json" >>"$LOG" 2>&1
   echo "   exit $?  $(uptime)" | tee -a "$LOG"
 }
 
@@ -110,6 +114,12 @@ tracing)
   for round in 1 2; do
     run "r20-embedded-$round" --rate 20 --duration 30
     run "r20-embedded-tracing-$round" --rate 20 --duration 30 --tracing
+  done
+  ;;
+neighbours)
+  for scenario in hanging-webhook many-webhooks many-projects publish-flood bulk-retry; do
+    run "neighbour-$scenario-embedded" --noisy-neighbour --neighbour-scenario "$scenario"
+    run "neighbour-$scenario-cluster" --noisy-neighbour --neighbour-scenario "$scenario" --cluster
   done
   ;;
 esac

@@ -58,18 +58,41 @@ Comparison backends (the bench starts them itself, so their CPU and memory are m
                         e.g. --temporal-arg=--sqlite-pragma --temporal-arg=synchronous=OFF
 
 Noisy neighbour:
-  --noisy-neighbour     two projects: A's webhook on a healthy receiver, B's on a hanging one (reads the
-                        request, answers after --neighbour-hold). A alone at --rate [10] for --duration
-                        [60; --quick 10] s, then B's burst, then A again beside B's queue; reports A's
-                        latency in both phases, their p99 ratio, and B's deliveries by status over the run.
-                        --deadline [300] bounds each phase's wait: A's deliveries still queued in the
-                        service then are late, not lost
-  --neighbour-events <n>  events published to B, all accepted before A's second phase [1000; --quick 200]
-  --neighbour-rate <n>  B's events per second [200]
-  --neighbour-hold <s>  how long B's endpoint holds each request before answering 200 [45]; 0 answers at
-                        once (a healthy neighbour, the control run)
-  --neighbour-settle <s>  after B's burst is accepted, wait this long before A's second phase, so that A
-                        meets B's deliveries queued, not B's burst being taken in [20; --quick 5]
+  --noisy-neighbour     a healthy project A beside a neighbour B, on two destination hosts: A's receiver on
+                        127.0.0.2, B's endpoint on 127.0.0.1. A alone at --rate [10] for --duration [60;
+                        --quick 10] s, then B's load, then A again beside it; reports A's latency in both
+                        phases, their p99 ratio and B's deliveries by status over the run, and prints a
+                        Markdown table for docs/performance.md. --deadline [300] bounds each phase's wait:
+                        A's deliveries still queued in the service then are late, not lost
+  --neighbour-scenario <name>  what B does [hanging-webhook]:
+      hanging-webhook   one webhook on an endpoint that holds every request (--neighbour-hold); B's burst
+                        of --neighbour-events is accepted, then settles, before A's second phase
+      many-webhooks     the same with one project of --neighbour-webhooks webhooks on one hanging endpoint
+                        (one host:port, a path each): every event goes to every webhook
+      many-projects     the same with --neighbour-projects projects of one webhook each on one hanging
+                        endpoint (a path each); the events are spread round robin over the projects
+      publish-flood     during A's second phase B publishes back to back on --neighbour-connections
+                        connections, to a healthy endpoint of its own; counts the events accepted and
+                        refused (429, with Retry-After); every accepted one must be delivered (else lost)
+      bulk-retry        B's --neighbour-events events are dead-lettered first: its endpoint answers 500
+                        until they all are (--deadline s at most; the retry schedule and the circuit
+                        breaker make that about 10 attempts a second here); then it answers 200, and
+                        --neighbour-operations bulk retries of B's dead letters start one after another
+                        as A's second phase starts; reports their progress (a refused start, e.g. 409,
+                        is recorded and the others go on)
+  --neighbour-events <n>  B's events: hanging-webhook [1000; --quick 200]; many-webhooks, each delivered to
+                        every webhook [100; --quick 10: 3,000 / 300 deliveries]; many-projects, in all [3000,
+                        i.e. 100 per project; --quick 300]; bulk-retry, dead-lettered first [300; --quick 40]
+  --neighbour-rate <n>  B's events per second before A's second phase (not publish-flood) [200]
+  --neighbour-hold <s>  how long B's hanging endpoint holds each request before answering 200 [45]; 0
+                        answers at once (a healthy neighbour, the control run)
+  --neighbour-settle <s>  the hanging scenarios: after B's burst is accepted, wait this long before A's
+                        second phase, so that A meets B's deliveries queued, not B's burst being taken in
+                        [20; --quick 5]
+  --neighbour-webhooks <n>     many-webhooks: B's webhooks [30]
+  --neighbour-projects <n>     many-projects: B's projects [30]
+  --neighbour-connections <n>  publish-flood: B's publish calls in flight, each on its own connection [8]
+  --neighbour-operations <n>   bulk-retry: bulk retry operations to start [4]
 
 Ceiling:
   --ceiling             measure the send path alone: createSender + buildNotificationHeaders/Body,
@@ -114,6 +137,11 @@ const { values: args } = parseArgs({
     'neighbour-rate': { type: 'string' },
     'neighbour-hold': { type: 'string' },
     'neighbour-settle': { type: 'string' },
+    'neighbour-scenario': { type: 'string' },
+    'neighbour-webhooks': { type: 'string' },
+    'neighbour-projects': { type: 'string' },
+    'neighbour-connections': { type: 'string' },
+    'neighbour-operations': { type: 'string' },
     'ceiling-concurrency': { type: 'string', default: '50' },
     help: { type: 'boolean', short: 'h', default: false },
   },
@@ -147,9 +175,46 @@ if (args.cluster && args['cpu-prof']) usageError('--cpu-prof profiles the one se
 if (noisy && (rateArg === 'max' || args.webhooks !== '1' || args['fail-ratio'] !== '0' || args.alongside || args.ceiling || args['cpu-prof'])) {
   usageError('--noisy-neighbour takes a fixed --rate, one webhook per project, and none of --fail-ratio, --alongside, --ceiling, --cpu-prof');
 }
-if (!noisy && (args['neighbour-events'] ?? args['neighbour-rate'] ?? args['neighbour-hold'] ?? args['neighbour-settle']) !== undefined) usageError('--neighbour-* go with --noisy-neighbour');
+const neighbourArgs = Object.keys(args).filter((name) => name.startsWith('neighbour-') && args[name as keyof typeof args] !== undefined);
+if (!noisy && neighbourArgs.length > 0) usageError('--neighbour-* go with --noisy-neighbour');
 if (args.tracing && (args.ceiling || noisy)) usageError('--tracing measures a system run: not with --ceiling or --noisy-neighbour');
 if (!args.cluster && (args.workers !== undefined || args['history-shards'] !== undefined)) usageError('--workers and --history-shards go with --cluster');
+
+/** The neighbours of `--noisy-neighbour` (bench/lib/neighbours.ts). */
+export const NEIGHBOUR_SCENARIOS = ['hanging-webhook', 'many-webhooks', 'many-projects', 'publish-flood', 'bulk-retry'] as const;
+export type NeighbourScenario = (typeof NEIGHBOUR_SCENARIOS)[number];
+
+/** The --neighbour-* options each scenario takes (the others are refused), and its --neighbour-events [full, --quick]. */
+const NEIGHBOUR_SHAPES: Record<NeighbourScenario, { takes: readonly string[]; events: readonly [number, number] }> = {
+  'hanging-webhook': { takes: ['events', 'rate', 'hold', 'settle'], events: [1000, 200] },
+  'many-webhooks': { takes: ['events', 'rate', 'hold', 'settle', 'webhooks'], events: [100, 10] },
+  'many-projects': { takes: ['events', 'rate', 'hold', 'settle', 'projects'], events: [3000, 300] },
+  'publish-flood': { takes: ['connections'], events: [0, 0] },
+  'bulk-retry': { takes: ['events', 'rate', 'operations'], events: [300, 40] },
+};
+
+/** The validated settings of `--noisy-neighbour`'s scenario. */
+function neighbourSettings() {
+  const scenario = (args['neighbour-scenario'] ?? 'hanging-webhook') as NeighbourScenario;
+  const shape = NEIGHBOUR_SHAPES[scenario];
+  if (!shape) usageError(`--neighbour-scenario must be one of ${NEIGHBOUR_SCENARIOS.join(', ')}, got ${scenario}`);
+  const refused = neighbourArgs.filter((name) => name !== 'neighbour-scenario' && !shape.takes.includes(name.slice('neighbour-'.length)));
+  if (refused.length > 0) usageError(`--neighbour-scenario ${scenario} does not take ${refused.map((name) => `--${name}`).join(', ')}`);
+  return {
+    scenario,
+    events: numberArg('neighbour-events', args['neighbour-events'], shape.events[quick ? 1 : 0], shape.events[0] > 0 ? 1 : 0),
+    rate: numberArg('neighbour-rate', args['neighbour-rate'], 200, 0.1),
+    holdS: numberArg('neighbour-hold', args['neighbour-hold'], 45, 0),
+    settleS: numberArg('neighbour-settle', args['neighbour-settle'], quick ? 5 : 20, 0),
+    webhooks: numberArg('neighbour-webhooks', args['neighbour-webhooks'], 30, 1, 1000),
+    projects: numberArg('neighbour-projects', args['neighbour-projects'], 30, 1, 1000),
+    connections: numberArg('neighbour-connections', args['neighbour-connections'], 8, 1, 512),
+    operations: numberArg('neighbour-operations', args['neighbour-operations'], 4, 1, 100),
+  };
+}
+
+/** The settings of the noisy-neighbour run. */
+export type NeighbourSettings = ReturnType<typeof neighbourSettings>;
 
 /** The options of this run, validated. */
 export const options = {
@@ -192,13 +257,6 @@ export const options = {
   warmDataDir: args['warm-data-dir'],
   keep: args.keep,
   ceiling: args.ceiling,
-  /** The noisy-neighbour scenario (bench/noisy-neighbour.ts), when asked for. */
-  neighbour: noisy
-    ? {
-        events: numberArg('neighbour-events', args['neighbour-events'], quick ? 200 : 1000, 1),
-        rate: numberArg('neighbour-rate', args['neighbour-rate'], 200, 0.1),
-        holdS: numberArg('neighbour-hold', args['neighbour-hold'], 45, 0),
-        settleS: numberArg('neighbour-settle', args['neighbour-settle'], quick ? 5 : 20, 0),
-      }
-    : undefined,
+  /** The noisy-neighbour run (bench/noisy-neighbour.ts), when asked for. */
+  neighbour: noisy ? neighbourSettings() : undefined,
 };

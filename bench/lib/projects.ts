@@ -5,6 +5,8 @@ import { createApiKey } from '../../src/db/queries/api-keys.ts';
 /** A project of the run, with its webhooks in the order of their URLs. */
 export interface BenchProject {
   projectId: string;
+  /** The project's API key (services `webhooks`): the v2 management API, e.g. bulk retries. */
+  apiToken: string;
   /** The producer key the run publishes the project's events with (it publishes for this project only). */
   producerKey: string;
   webhooks: { id: string; secret: string }[];
@@ -29,5 +31,5 @@ export async function createProject(db: Database, apiUrls: readonly string[], pr
     if (res.status !== 201 || !body.data?.id || !body.data.secret) throw new Error(`creating webhook ${i} failed: ${res.status} ${JSON.stringify(body)}`);
     webhooks.push({ id: body.data.id, secret: body.data.secret });
   }
-  return { projectId, producerKey: producer.token, webhooks };
+  return { projectId, apiToken: token, producerKey: producer.token, webhooks };
 }

@@ -10,6 +10,8 @@ export interface PublishResult {
   status: number;
   deliveryIds: string[];
   error?: string;
+  /** The Retry-After header of a refusal (429), when it had one. */
+  retryAfter?: string;
 }
 
 export interface EventPublisher {
@@ -18,6 +20,7 @@ export interface EventPublisher {
   close(): void;
 }
 
+/** A publisher for `projectId` with its producer key, on at most `maxSockets` kept-alive connections per API replica. */
 export function createPublisher(apiUrls: readonly string[], producerKey: string, projectId: string, maxSockets: number): EventPublisher {
   const agent = new Agent({ keepAlive: true, maxSockets });
   const eventsUrls = apiUrls.map((url) => new URL('/internal/v1/events', url));
@@ -40,7 +43,8 @@ export function createPublisher(apiUrls: readonly string[], producerKey: string,
             res.on('end', () => {
               const text = Buffer.concat(chunks).toString('utf8');
               if (res.statusCode !== 202) {
-                resolve({ status: res.statusCode ?? 0, deliveryIds: [], error: `${res.statusCode}: ${text.slice(0, 200)}` });
+                const retryAfter = res.headers['retry-after'];
+                resolve({ status: res.statusCode ?? 0, deliveryIds: [], error: `${res.statusCode}: ${text.slice(0, 200)}`, ...(retryAfter ? { retryAfter } : {}) });
                 return;
               }
               try {

@@ -2,8 +2,8 @@
 import { fork } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { localCertificate } from '../../src/cli/certificate.ts';
-import type { FromReceiver, ReceiverBatch, ReceiverCounters, ReceiverOptions, ToReceiver } from '../receiver.ts';
+import type { FromReceiver, ReceiverBatch, ReceiverBehaviour, ReceiverCounters, ReceiverOptions, ToReceiver } from '../receiver.ts';
+import { loopbackCertificate } from './loopback-certificate.ts';
 
 const RECEIVER = fileURLToPath(new URL('../receiver.ts', import.meta.url));
 
@@ -14,11 +14,14 @@ export interface ReceiverHandle {
   readonly url: string;
   counters: ReceiverCounters | undefined;
   setSecrets(secrets: string[]): void;
+  /** Changes how it answers from now on (e.g. a failing endpoint that recovers). */
+  setBehaviour(behaviour: Partial<ReceiverBehaviour>): void;
   /** Resolves once every request received so far has been reported. */
   flush(): Promise<void>;
   stop(): Promise<void>;
 }
 
+/** Starts bench/receiver.ts with `options`; `onBatch` gets what it reports every 100 ms. */
 export async function startReceiver(
   options: ReceiverOptions,
   onBatch: (batch: ReceiverBatch) => void,
@@ -43,10 +46,13 @@ export async function startReceiver(
   const handle: ReceiverHandle = {
     pid: child.pid!,
     port,
-    url: `https://127.0.0.1:${port}`,
+    url: `https://${options.host ?? '127.0.0.1'}:${port}`,
     counters: undefined,
     setSecrets(secrets) {
       child.send({ type: 'secrets', secrets } satisfies ToReceiver);
+    },
+    setBehaviour(behaviour) {
+      child.send({ type: 'behaviour', behaviour } satisfies ToReceiver);
     },
     flush() {
       return new Promise((resolve) => {
@@ -75,18 +81,16 @@ export async function startReceiver(
 }
 
 /**
- * A receiver of the run with the self-signed certificate for 127.0.0.1 in `workDir/cert` (made
- * by the first, shared by the others; the service trusts its file).
+ * A receiver of the run with the self-signed certificate for the loopback addresses in
+ * `workDir/cert` (made by the first, shared by the others; the service trusts its file), on
+ * `behaviour.host` (127.0.0.1 unless given).
  */
 export async function startCertifiedReceiver(
   workDir: string,
   behaviour: Omit<ReceiverOptions, 'keyFile' | 'certFile'>,
   onBatch: (batch: ReceiverBatch) => void,
 ): Promise<{ receiver: ReceiverHandle; certFile: string }> {
-  const certificate = localCertificate(path.join(workDir, 'cert'), 2);
-  const receiver = await startReceiver(
-    { keyFile: path.join(workDir, 'cert', 'key.pem'), certFile: certificate.certFile, ...behaviour },
-    onBatch,
-  );
+  const certificate = loopbackCertificate(path.join(workDir, 'cert'), 2);
+  const receiver = await startReceiver({ keyFile: certificate.keyFile, certFile: certificate.certFile, ...behaviour }, onBatch);
   return { receiver, certFile: certificate.certFile };
 }

@@ -1,13 +1,23 @@
 /**
- * A customer endpoint as the receivers' guide describes it: real HTTPS on 127.0.0.1 with a
+ * A customer endpoint as the receivers' guide describes it: real HTTPS on a loopback address
+ * (127.0.0.1 unless told; 127.0.0.2 makes it another destination host to the service) with a
  * self-signed certificate, verifies every signature with the receiver library, deduplicates
  * on the delivery id and acknowledges duplicates with 2xx. It can be taken down (the port is
  * closed: connection refused) and brought back on the same port with the same certificate.
  */
+import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:https';
 import type { Socket } from 'node:net';
-import { makeSelfSignedCertificate } from '../support/https-receiver.ts';
+import os from 'node:os';
+import path from 'node:path';
+import { loopbackCertificate, type LoopbackHost } from '../../bench/lib/loopback-certificate.ts';
 import { verifyWebhook, WebhookVerificationError } from '../../src/receiver/index.ts';
+
+/** A certificate for every loopback address a receiver may bind, in a folder of its own. */
+function makeLoopbackCertificate() {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'receiver-cert-'));
+  return { ...loopbackCertificate(dir, 1), cleanup: () => rmSync(dir, { recursive: true, force: true }) };
+}
 
 /** What the receiver saw of one delivery id. */
 export interface Seen {
@@ -18,17 +28,21 @@ export interface Seen {
 }
 
 export class DedupeReceiver {
-  readonly #certificate: ReturnType<typeof makeSelfSignedCertificate>;
+  readonly #certificate: ReturnType<typeof makeLoopbackCertificate>;
   /** Whether this receiver made its certificate (and removes it on close). */
   readonly #ownsCertificate: boolean;
+  readonly #host: LoopbackHost;
 
   /**
    * @param sharing another receiver whose certificate this one serves too, so that one
    *   DELIVERY_CA_FILE trusts several endpoints (as one CA would).
+   * @param host the loopback address to listen on: two receivers on two addresses are two
+   *   destination hosts to the service.
    */
-  constructor(sharing?: DedupeReceiver) {
-    this.#certificate = sharing ? sharing.#certificate : makeSelfSignedCertificate();
+  constructor(sharing?: DedupeReceiver, host: LoopbackHost = '127.0.0.1') {
+    this.#certificate = sharing ? sharing.#certificate : makeLoopbackCertificate();
     this.#ownsCertificate = !sharing;
+    this.#host = host;
   }
   #server: Server | undefined;
   #sockets = new Set<Socket>();
@@ -59,7 +73,7 @@ export class DedupeReceiver {
 
   get url(): string {
     if (!this.#port) throw new Error('the receiver has not been started');
-    return `https://127.0.0.1:${this.#port}/hooks`;
+    return `https://${this.#host}:${this.#port}/hooks`;
   }
 
   get up(): boolean {
@@ -135,7 +149,7 @@ export class DedupeReceiver {
     });
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
-      server.listen(this.#port, '127.0.0.1', () => {
+      server.listen(this.#port, this.#host, () => {
         server.off('error', reject);
         resolve();
       });

@@ -1,5 +1,6 @@
 /** The frame every fault scenario shares: its own cluster and receiver, and the final accounting. */
 import { afterAll, beforeAll, expect } from 'vitest';
+import type { LoopbackHost } from '../../bench/lib/loopback-certificate.ts';
 import { startCluster, type Cluster } from './cluster.ts';
 import { startProductionCluster, type ProductionCluster } from './production.ts';
 import { DedupeReceiver } from './receiver.ts';
@@ -31,8 +32,9 @@ export interface ScenarioContext<D extends Deployment = Cluster> {
 
 function useDeployment<D extends Deployment & { stop(): Promise<void> }>(
   start: (caFile: string) => Promise<D>,
+  receiverHost?: LoopbackHost,
 ): ScenarioContext<D> {
-  const context = { receiver: new DedupeReceiver() } as ScenarioContext<D>;
+  const context = { receiver: new DedupeReceiver(undefined, receiverHost) } as ScenarioContext<D>;
   context.receiver.latencyMs = RECEIVER_LATENCY_MS;
   beforeAll(async () => {
     await context.receiver.start();
@@ -48,10 +50,11 @@ function useDeployment<D extends Deployment & { stop(): Promise<void> }>(
 
 /**
  * The development topology (Temporal dev server, one API and one worker process, a PostgreSQL
- * of its own) and a receiver for the file's scenario, with one project and one webhook.
+ * of its own) and a receiver for the file's scenario (on `receiverHost`, 127.0.0.1 unless
+ * given), with one project and one webhook.
  */
-export function useScenario(name: string, extraEnv: Record<string, string> = {}): ScenarioContext {
-  return useDeployment((caFile) => startCluster(name, caFile, extraEnv));
+export function useScenario(name: string, extraEnv: Record<string, string> = {}, receiverHost?: LoopbackHost): ScenarioContext {
+  return useDeployment((caFile) => startCluster(name, caFile, extraEnv), receiverHost);
 }
 
 /** The same on the production topology of `npm run cluster` (Temporal server on PostgreSQL, two API and two worker replicas). */

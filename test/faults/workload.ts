@@ -52,12 +52,19 @@ export interface ScenarioWebhook {
   webhookId: string;
 }
 
-/** A fresh project with one webhook on the receiver, created through the v2 API. */
-export async function createWebhook(cluster: Deployment, receiver: DedupeReceiver): Promise<ScenarioWebhook> {
-  const key = await cluster.createKey();
+/**
+ * A webhook on the receiver, created through the v2 API: of a fresh project, or of the project
+ * of `keys`; at the receiver's URL, or at that URL followed by `path` (several webhooks on one endpoint).
+ */
+export async function createWebhook(
+  cluster: Deployment,
+  receiver: DedupeReceiver,
+  { keys, path = '' }: { keys?: ScenarioKeys; path?: string } = {},
+): Promise<ScenarioWebhook> {
+  const key = keys ?? (await cluster.createKey());
   const answer = await call(`${cluster.apiUrls[0]}/api-gateway/v2/webhooks`, {
     token: key.token,
-    body: { api_key_id: key.id, url: receiver.url, events: ['docauth.completed'] },
+    body: { api_key_id: key.id, url: `${receiver.url}${path}`, events: ['docauth.completed'] },
   });
   if (typeof answer === 'string' || answer.status !== 201) {
     throw new Error(`webhook creation failed: ${JSON.stringify(answer)}`);
@@ -214,12 +221,12 @@ export function docauthData(requestId: string) {
 
 export type StatusCounts = Partial<Record<(typeof deliveries.$inferSelect)['status'], number>> & { total: number; attempts: number };
 
-/** Delivery counts by status for the webhook, and their attempts (throws while the database is down). */
-export async function statusCounts(cluster: Pick<Deployment, 'db'>, webhookId: string): Promise<StatusCounts> {
+/** Delivery counts by status for the webhook (or all the webhooks given), and their attempts (throws while the database is down). */
+export async function statusCounts(cluster: Pick<Deployment, 'db'>, webhookIds: string | readonly string[]): Promise<StatusCounts> {
   const rows = await cluster.db
     .select({ status: deliveries.status, n: count(), attempts: sum(deliveries.attemptCount) })
     .from(deliveries)
-    .where(eq(deliveries.webhookId, webhookId))
+    .where(typeof webhookIds === 'string' ? eq(deliveries.webhookId, webhookIds) : inArray(deliveries.webhookId, [...webhookIds]))
     .groupBy(deliveries.status);
   const counts: StatusCounts = { total: 0, attempts: 0 };
   for (const row of rows) {
