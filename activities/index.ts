@@ -48,8 +48,11 @@ export interface ActivityDeps {
 /** Pauses between the tries of a call to Temporal that did not go through (a wake signal, a report): about a minute in all. */
 const TEMPORAL_RETRY_DELAYS_MS = [1_000, 2_000, 4_000, 8_000, 16_000, 32_000];
 
-/** How often a send in the background heartbeats: twice within the activity's heartbeat timeout. */
-const BACKGROUND_HEARTBEAT_MS = SEND_HEARTBEAT_TIMEOUT_MS / 2;
+/**
+ * How often a send in the background heartbeats: at 80% of the activity's heartbeat timeout, as
+ * the worker throttles the heartbeats of the activities it runs (each is a write of Temporal's).
+ */
+const BACKGROUND_HEARTBEAT_MS = SEND_HEARTBEAT_TIMEOUT_MS * 0.8;
 
 /** Where a round of attempts stands when its send activity is scheduled. */
 export interface RoundPosition {

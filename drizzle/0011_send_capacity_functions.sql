@@ -44,39 +44,45 @@ BEGIN
 END $$;
 --> statement-breakpoint
 
--- Marks the next deliveries of the lines of a webhook, a project and a destination as woken
--- (each scope given a null is skipped) and returns them: their workflows are then signalled. The
--- next of a webhook's line is its oldest waiter; the next of a project's or destination's line
--- is the webhook head that has waited there longest, so the webhooks sharing it take turns. A
--- waiter woken earlier and not back within its time is woken again.
+-- Wakes the one delivery that gets the places just given back at a webhook, its project and its
+-- destination (a scope given a null got none back), marks it woken and returns it (its workflow
+-- is then signalled): of the next of the webhook's line (its oldest waiter, which can use all
+-- three places) and the webhook heads waiting longest at the project's and the destination's
+-- places, the one that has waited at its level the longest. So the webhooks sharing a project
+-- or a destination take turns, one wake a release. A waiter woken earlier and not back within
+-- its time is woken again.
 CREATE FUNCTION wake_send_waiters(p_webhook text, p_project text, p_destination text, p_reserve_ms integer, p_now timestamptz) RETURNS text[]
 LANGUAGE plpgsql AS $$
 DECLARE
-  woken text[] := '{}';
   next_id text;
 BEGIN
-  IF p_webhook IS NOT NULL THEN
-    SELECT delivery_id INTO next_id FROM send_waiters
-    WHERE webhook_id = p_webhook AND (woken_until IS NULL OR woken_until < p_now)
-    ORDER BY seq LIMIT 1 FOR UPDATE SKIP LOCKED;
-    IF FOUND THEN woken := woken || next_id; END IF;
-  END IF;
-  IF p_project IS NOT NULL THEN
-    SELECT delivery_id INTO next_id FROM send_waiters
-    WHERE project_id = p_project AND blocked = 'project' AND (woken_until IS NULL OR woken_until < p_now) AND NOT delivery_id = ANY(woken)
-    ORDER BY blocked_since LIMIT 1 FOR UPDATE SKIP LOCKED;
-    IF FOUND THEN woken := woken || next_id; END IF;
-  END IF;
-  IF p_destination IS NOT NULL THEN
-    SELECT delivery_id INTO next_id FROM send_waiters
-    WHERE destination = p_destination AND blocked = 'destination' AND (woken_until IS NULL OR woken_until < p_now) AND NOT delivery_id = ANY(woken)
-    ORDER BY blocked_since LIMIT 1 FOR UPDATE SKIP LOCKED;
-    IF FOUND THEN woken := woken || next_id; END IF;
-  END IF;
-  IF cardinality(woken) > 0 THEN
-    UPDATE send_waiters SET woken_until = p_now + make_interval(secs => p_reserve_ms / 1000.0) WHERE delivery_id = ANY(woken);
-  END IF;
-  RETURN woken;
+  -- Tried again when a release at this instant woke the same delivery (each statement sees it
+  -- once that release has committed), so each release wakes one of its own.
+  FOR try IN 1..3 LOOP
+    SELECT candidate.delivery_id INTO next_id FROM (
+      (SELECT delivery_id, blocked_since FROM send_waiters
+       WHERE p_webhook IS NOT NULL AND webhook_id = p_webhook AND (woken_until IS NULL OR woken_until < p_now)
+       ORDER BY seq LIMIT 1)
+      UNION ALL
+      (SELECT delivery_id, blocked_since FROM send_waiters
+       WHERE p_project IS NOT NULL AND project_id = p_project AND blocked = 'project' AND (woken_until IS NULL OR woken_until < p_now)
+       ORDER BY blocked_since LIMIT 1)
+      UNION ALL
+      (SELECT delivery_id, blocked_since FROM send_waiters
+       WHERE p_destination IS NOT NULL AND destination = p_destination AND blocked = 'destination' AND (woken_until IS NULL OR woken_until < p_now)
+       ORDER BY blocked_since LIMIT 1)
+    ) AS candidate
+    ORDER BY candidate.blocked_since LIMIT 1;
+    IF next_id IS NULL THEN
+      RETURN '{}';
+    END IF;
+    UPDATE send_waiters SET woken_until = p_now + make_interval(secs => p_reserve_ms / 1000.0)
+    WHERE delivery_id = next_id AND (woken_until IS NULL OR woken_until < p_now);
+    IF FOUND THEN
+      RETURN ARRAY[next_id];
+    END IF;
+  END LOOP;
+  RETURN '{}';
 END $$;
 --> statement-breakpoint
 
@@ -213,6 +219,10 @@ BEGIN
       expires_at = now_at + make_interval(secs => p_hold_ms / 1000.0)
     WHERE (scope, slot) IN ((scopes[1], slots[1]), (scopes[2], slots[2]), (scopes[3], slots[3]));
     DELETE FROM send_waiters WHERE delivery_id = p_delivery;
+    -- The webhook was served: the next of its line waits from now, behind the webhook heads that
+    -- already wait for the project's or destination's places (they take turns).
+    UPDATE send_waiters SET blocked_since = now_at
+    WHERE delivery_id = (SELECT o.delivery_id FROM send_waiters o WHERE o.webhook_id = hook.id ORDER BY o.seq LIMIT 1);
   END IF;
 
   -- The rate limit: each send is given its own start time, 1 / rate_limit seconds after the

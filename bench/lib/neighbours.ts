@@ -11,6 +11,7 @@ import { isInterrupted, onCleanup } from './lifecycle.ts';
 import { options, type NeighbourScenario, type NeighbourSettings } from './options.ts';
 import { now, sleep } from './output.ts';
 import { fireAtRate } from './pacing.ts';
+import { waitForQuietMachine } from './procstat.ts';
 import { createProject, type BenchProject } from './projects.ts';
 import { createPublisher, type EventPublisher } from './publisher.ts';
 import type { ReceiverHandle } from './receiver-client.ts';
@@ -94,7 +95,8 @@ async function publishBurst(context: NeighbourContext, publishers: EventPublishe
  * accepted, then settles --neighbour-settle seconds, before A's second phase.
  */
 async function hangingNeighbour(context: NeighbourContext, projects: number, webhooksEach: number): Promise<Neighbour> {
-  const { events, holdS, settleS, rate } = context.settings;
+  const { events, holdS, settleS, settleUntilQuiet, rate } = context.settings;
+  let settledS = settleS;
   const endpoint = await context.startEndpoint({ failRatio: 0, failCap: 0, holdMs: holdS * 1000 });
   const created = await createNeighbourProjects(context, endpoint, projects, webhooksEach);
   const publishers = created.map((project) => openPublisher(context, project, 64));
@@ -112,14 +114,18 @@ async function hangingNeighbour(context: NeighbourContext, projects: number, web
       burst = await publishBurst(context, publishers, events);
       if (settleS > 0) {
         context.setStage('settling');
-        process.stderr.write(`\nB's deliveries settle into its queue for ${settleS} s\n`);
+        process.stderr.write(`\nB's deliveries settle into its queue for ${settleS} s${settleUntilQuiet ? ', then until the machine is quiet' : ''}\n`);
         await sleep(settleS * 1000);
+        if (settleUntilQuiet) settledS = settleS + (await waitForQuietMachine());
       }
     },
     async summary() {
       return {
-        figures: { ...burst, projects, webhooks_per_project: webhooksEach, deliveries: (burst?.accepted ?? 0) * webhooksEach, hold_s: holdS, settle_s: settleS },
-        report: { 'B: events accepted': `${burst?.accepted ?? 0} of ${events} in ${burst?.publish_s ?? 0} s` },
+        figures: { ...burst, projects, webhooks_per_project: webhooksEach, deliveries: (burst?.accepted ?? 0) * webhooksEach, hold_s: holdS, settle_s: round(settledS, 1) },
+        report: {
+          'B: events accepted': `${burst?.accepted ?? 0} of ${events} in ${burst?.publish_s ?? 0} s`,
+          "B: settled (its deliveries taken in) before A's second phase": `${round(settledS, 1)} s`,
+        },
       };
     },
   };

@@ -86,9 +86,11 @@ Noisy neighbour:
   --neighbour-rate <n>  B's events per second before A's second phase (not publish-flood) [200]
   --neighbour-hold <s>  how long B's hanging endpoint holds each request before answering 200 [45]; 0
                         answers at once (a healthy neighbour, the control run)
-  --neighbour-settle <s>  the hanging scenarios: after B's burst is accepted, wait this long before A's
-                        second phase, so that A meets B's deliveries queued, not B's burst being taken in
-                        [20; --quick 5]
+  --neighbour-settle <s>  the hanging scenarios: after B's burst is accepted, wait this long, then until
+                        the machine is quiet (its CPU below 60% for 10 s, at most 180 s more), before
+                        A's second phase, so that A meets B's deliveries queued, not B's burst being
+                        taken in (that is --neighbour-scenario publish-flood's question) [20]; given,
+                        exactly that long [--quick 5]
   --neighbour-webhooks <n>     many-webhooks: B's webhooks [30]
   --neighbour-projects <n>     many-projects: B's projects [30]
   --neighbour-connections <n>  publish-flood: B's publish calls in flight, each on its own connection [8]
@@ -206,6 +208,8 @@ function neighbourSettings() {
     rate: numberArg('neighbour-rate', args['neighbour-rate'], 200, 0.1),
     holdS: numberArg('neighbour-hold', args['neighbour-hold'], 45, 0),
     settleS: numberArg('neighbour-settle', args['neighbour-settle'], quick ? 5 : 20, 0),
+    /** Settle until the machine is quiet too: the default of a full run. */
+    settleUntilQuiet: args['neighbour-settle'] === undefined && !quick,
     webhooks: numberArg('neighbour-webhooks', args['neighbour-webhooks'], 30, 1, 1000),
     projects: numberArg('neighbour-projects', args['neighbour-projects'], 30, 1, 1000),
     connections: numberArg('neighbour-connections', args['neighbour-connections'], 8, 1, 512),

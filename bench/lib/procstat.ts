@@ -264,3 +264,20 @@ export function threadCpuDelta(before: Record<string, number>, after: Record<str
   if (total - threads > 0.005) out['exited threads (vm watchdogs)'] = Math.round((total - threads) * 100) / 100;
   return Object.fromEntries(Object.entries(out).sort((a, b) => b[1] - a[1]));
 }
+
+/**
+ * Waits until the machine is quiet: its CPU busy below `busyBelow` (a fraction of all cores) over
+ * two `windowS`-second windows in a row, or `maxS` seconds have passed. Resolves how long it waited.
+ */
+export async function waitForQuietMachine({ busyBelow = 0.6, windowS = 5, maxS = 180 } = {}): Promise<number> {
+  const started = Date.now();
+  let quietWindows = 0;
+  while (quietWindows < 2 && Date.now() - started < maxS * 1000) {
+    const before = machineCpu();
+    await new Promise((resolve) => setTimeout(resolve, windowS * 1000));
+    const after = machineCpu();
+    const busy = (after.busySeconds - before.busySeconds) / (windowS * after.cores);
+    quietWindows = busy < busyBelow ? quietWindows + 1 : 0;
+  }
+  return (Date.now() - started) / 1000;
+}

@@ -69,13 +69,15 @@ export async function acquireSendPlaces(db: Database, deliveryId: string, attemp
 
 /**
  * How long a delivery waiting in line waits for its wake signal before it asks again. The signal
- * is the way in; asking again covers a signal that was lost (its sender died) and a place whose
- * holder died. Those near the head of their line ask again soon, the others rarely, so that a
- * long line costs little.
+ * is the way in (each release wakes the next in line; a woken delivery that does not come back
+ * is woken again by the next release); asking again covers a line where nobody releases any
+ * more: every signal lost, every holder dead. So the head of a line asks again after 30 s, those
+ * within the scope's limit of it after 2 minutes, the rest rarely, and a long line costs little.
  */
 export function turnRecheckMs(decision: Extract<PlaceDecision, { decision: 'wait_turn' }>, limits: FlowLimits): number {
   const limit = { webhook: limits.webhookMaxInFlight, project: limits.projectMaxInFlight, destination: limits.destinationMaxInFlight }[decision.blocked];
-  return decision.ahead < limit ? 30_000 : 5 * 60_000;
+  if (decision.ahead === 0) return 30_000;
+  return decision.ahead < limit ? 2 * 60_000 : 15 * 60_000;
 }
 
 /**

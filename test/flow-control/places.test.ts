@@ -138,10 +138,11 @@ describe('places of a webhook', () => {
     expect(await release(ids[0]!)).toEqual([ids[1]]);
   });
 
-  it('asks those near the head of their line to ask again soon, the rest rarely', () => {
+  it('asks the head of a line to ask again soon, those near it later, the rest rarely', () => {
     expect(turnRecheckMs({ decision: 'wait_turn', blocked: 'webhook', ahead: 0, wake: [] }, limits)).toBe(30_000);
-    expect(turnRecheckMs({ decision: 'wait_turn', blocked: 'webhook', ahead: limits.webhookMaxInFlight, wake: [] }, limits)).toBe(300_000);
-    expect(turnRecheckMs({ decision: 'wait_turn', blocked: 'destination', ahead: limits.webhookMaxInFlight, wake: [] }, limits)).toBe(30_000);
+    expect(turnRecheckMs({ decision: 'wait_turn', blocked: 'webhook', ahead: 1, wake: [] }, limits)).toBe(120_000);
+    expect(turnRecheckMs({ decision: 'wait_turn', blocked: 'webhook', ahead: limits.webhookMaxInFlight, wake: [] }, limits)).toBe(900_000);
+    expect(turnRecheckMs({ decision: 'wait_turn', blocked: 'destination', ahead: limits.webhookMaxInFlight, wake: [] }, limits)).toBe(120_000);
   });
 });
 
@@ -160,6 +161,25 @@ describe('places of a project and of a destination', () => {
     expect(await decisionOf(acquire(b.ids[0]!, projectLimit))).toBe('granted');
     // Another project is not touched by this one's limit.
     expect(await decisionOf(acquire((await webhookWithDeliveries(1)).ids[0]!, projectLimit))).toBe('granted');
+  });
+
+  it("lets a project's webhooks take turns at its places, one wake a release, however long one webhook's line", async () => {
+    const project = await newProject();
+    const projectLimit = { ...limits, webhookMaxInFlight: 10, projectMaxInFlight: 2 };
+    const busy = await webhookWithDeliveries(6, { project });
+    const quiet = await webhookWithDeliveries(1, { project });
+    const [first, second, ...rest] = busy.ids as [string, string, ...string[]];
+    expect(await decisionOf(acquire(first, projectLimit))).toBe('granted');
+    expect(await decisionOf(acquire(second, projectLimit))).toBe('granted');
+    for (const id of rest) expect(await decisionOf(acquire(id, projectLimit))).toBe('wait_turn');
+    expect(await acquire(quiet.ids[0]!, projectLimit)).toMatchObject({ decision: 'wait_turn', blocked: 'project' });
+    // The busy webhook's head waited longer: its turn first.
+    expect(await release(first, projectLimit)).toEqual([rest[0]]);
+    expect(await decisionOf(acquire(rest[0]!, projectLimit))).toBe('granted');
+    // Then the quiet webhook's, though the busy one has four more in line from before it came.
+    expect(await release(second, projectLimit)).toEqual([quiet.ids[0]]);
+    expect(await decisionOf(acquire(quiet.ids[0]!, projectLimit))).toBe('granted');
+    expect(await release(rest[0]!, projectLimit)).toEqual([rest[1]]);
   });
 
   it("bounds the sends of every project to one destination, host and port as written, and wakes the webhook that waited there longest", async () => {
