@@ -1,4 +1,4 @@
-import { Context, heartbeat, sleep } from '@temporalio/activity';
+import { Context, heartbeat } from '@temporalio/activity';
 import type { Logger } from 'pino';
 import type { Database } from '../src/db/client.ts';
 import {
@@ -7,9 +7,11 @@ import {
   markOperationItemRetried,
   pendingOperationItems,
   queueOperationItem,
+  runningOperationsOf,
+  selectOperationPage,
 } from '../src/db/queries/operations.ts';
 import { findWebhook } from '../src/db/queries/webhooks.ts';
-import type { OperationStatus } from '../src/db/schema.ts';
+import type { OperationRow, OperationStatus, WebhookRow } from '../src/db/schema.ts';
 import type { DeliveryScheduler } from '../src/temporal/scheduler.ts';
 
 /** What the bulk operation activities need. */
@@ -19,47 +21,108 @@ export interface OperationActivityDeps {
   logger: Logger;
 }
 
+/** Deliveries an operation selects at a time, when those it has selected run short. */
+export const SELECTION_PAGE = 500;
+
+/** How a step of an operation ended, and how long its workflow waits before the next. */
+export interface StepResult {
+  /** Nothing is left to retry (or the operation, or its webhook, is gone or finished). */
+  done: boolean;
+  retried: number;
+  skipped: number;
+  /** The wait before the next step, from this one's start, that keeps the project within its rate. */
+  waitMs: number;
+}
+
 /** Creates the bulk retry operation's activities (the dependency-injection pattern). */
 export function createOperationActivities({ db, scheduler, logger }: OperationActivityDeps) {
+  /** The operation and its webhook while it runs; undefined once either is gone or the operation has finished. */
+  async function runningOperation(operationId: string): Promise<{ operation: OperationRow; webhook: WebhookRow } | undefined> {
+    const operation = await findOperationById(db, operationId);
+    const webhook = operation && (await findWebhook(db, operation.webhookId));
+    return operation && webhook && operation.status === 'running' ? { operation, webhook } : undefined;
+  }
+
+  /**
+   * Handles up to `limit` of the operation's deliveries, back to back (no waiting: the workflow
+   * paces the steps): signals again those queued by an earlier attempt that stopped before their
+   * signal, queues and signals each matched one still in one of its statuses, skips the others.
+   * Stops between two deliveries when the operation is cancelled.
+   */
+  async function handleItems({ operation, webhook }: { operation: OperationRow; webhook: WebhookRow }, limit: number) {
+    const items = await pendingOperationItems(db, operation.id, limit);
+    let retried = 0;
+    let skipped = 0;
+    for (const item of items) {
+      if (Context.current().cancellationSignal.aborted) break;
+      if (item.state === 'matched' && !(await queueOperationItem(db, operation.id, item.deliveryId, operation.statuses))) {
+        skipped += 1;
+        continue;
+      }
+      await scheduler.retry(
+        { deliveryId: item.deliveryId, webhookId: webhook.id, projectId: webhook.projectId, event: item.event, url: webhook.url },
+        operation.id,
+      );
+      await markOperationItemRetried(db, operation.id, item.deliveryId);
+      retried += 1;
+      heartbeat();
+    }
+    if (retried + skipped > 0) logger.info({ operationId: operation.id, webhookId: webhook.id, retried, skipped }, 'bulk retry step');
+    return { items: items.length, retried, skipped };
+  }
+
   return {
     /**
-     * Handles the next `limit` deliveries of the operation: queues and signals each that is
-     * still in one of its statuses, `ratePerSecond` at most, evenly spaced; skips the others.
-     * A delivery queued by an earlier attempt of this page is signalled again (the keyed signal
-     * is ignored if it arrived). `done` when nothing is left, or the operation (or its webhook)
-     * is gone or finished. Stops between two deliveries when the operation is cancelled.
+     * One step of a bulk retry: the operation's share of its project's rate, this second's worth
+     * of deliveries (at least one, then a longer wait). Selects the next page of matching
+     * deliveries first when fewer than that are waiting. `done` when none is left and the
+     * selection is complete.
      */
-    async retryOperationPage(input: { operationId: string; limit: number; ratePerSecond: number }) {
-      const operation = await findOperationById(db, input.operationId);
-      const webhook = operation && (await findWebhook(db, operation.webhookId));
-      if (!operation || !webhook || operation.status !== 'running') return { done: true, retried: 0, skipped: 0 };
-      const items = await pendingOperationItems(db, operation.id, input.limit);
-      let retried = 0;
-      let skipped = 0;
-      const started = performance.now();
-      for (const item of items) {
-        if (Context.current().cancellationSignal.aborted) break;
-        if (item.state === 'matched' && !(await queueOperationItem(db, operation.id, item.deliveryId, operation.statuses))) {
-          skipped += 1;
-          continue;
-        }
-        // Evenly spaced: the n-th signal of the page no earlier than n / rate seconds after its start.
-        const due = started + (retried / input.ratePerSecond) * 1000 - performance.now();
-        if (due > 0) await sleep(due);
-        await scheduler.retry(
-          { deliveryId: item.deliveryId, webhookId: webhook.id, projectId: webhook.projectId, event: item.event, url: webhook.url },
-          operation.id,
-        );
-        await markOperationItemRetried(db, operation.id, item.deliveryId);
-        retried += 1;
-        heartbeat();
+    async retryOperationStep(input: { operationId: string; ratePerSecond: number }): Promise<StepResult> {
+      const running = await runningOperation(input.operationId);
+      if (!running) return { done: true, retried: 0, skipped: 0, waitMs: 0 };
+      const share = input.ratePerSecond / Math.max(1, await runningOperationsOf(db, running.operation.projectId));
+      const limit = Math.max(1, Math.floor(share));
+      let handled = await handleItems(running, limit);
+      if (handled.items < limit && !running.operation.selectionComplete) {
+        await selectOperationPage(db, running.operation, SELECTION_PAGE);
+        if (handled.items === 0) handled = await handleItems(running, limit);
+        return { done: false, retried: handled.retried, skipped: handled.skipped, waitMs: Math.ceil((handled.retried / share) * 1000) };
       }
-      if (retried + skipped > 0) logger.info({ operationId: operation.id, webhookId: webhook.id, retried, skipped }, 'bulk retry page');
-      return { done: items.length === 0, retried, skipped };
+      return { done: handled.items === 0, retried: handled.retried, skipped: handled.skipped, waitMs: Math.ceil((handled.retried / share) * 1000) };
     },
 
-    /** Records how the operation ended (a finished operation keeps its first end). */
+    /**
+     * The step of operations started before steps were paced by their workflow (their histories
+     * call it): handles the next `limit` deliveries, which such an operation matched when it was
+     * created; its workflow waits after it.
+     */
+    async retryOperationPage(input: { operationId: string; limit: number; ratePerSecond: number }): Promise<StepResult> {
+      const running = await runningOperation(input.operationId);
+      if (!running) return { done: true, retried: 0, skipped: 0, waitMs: 0 };
+      const handled = await handleItems(running, input.limit);
+      return { done: handled.items === 0, retried: handled.retried, skipped: handled.skipped, waitMs: Math.ceil((handled.retried / input.ratePerSecond) * 1000) };
+    },
+
+    /**
+     * Records how the operation ended (a finished operation keeps its first end), after signalling
+     * every delivery it had queued and not yet signalled, so none is left `pending` without a
+     * workflow that will send it.
+     */
     async finishOperation(operationId: string, status: Exclude<OperationStatus, 'running'>) {
+      const running = await runningOperation(operationId);
+      if (running) {
+        for (let queued = await pendingOperationItems(db, operationId, 100, ['queued']); queued.length > 0; queued = await pendingOperationItems(db, operationId, 100, ['queued'])) {
+          for (const item of queued) {
+            await scheduler.retry(
+              { deliveryId: item.deliveryId, webhookId: running.webhook.id, projectId: running.webhook.projectId, event: item.event, url: running.webhook.url },
+              operationId,
+            );
+            await markOperationItemRetried(db, operationId, item.deliveryId);
+          }
+          heartbeat();
+        }
+      }
       await finishOperation(db, operationId, status);
       logger.info({ operationId, status }, 'bulk retry operation finished');
     },

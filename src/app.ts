@@ -19,6 +19,7 @@ import { testEventsRouter } from './api/routes/test-events.ts';
 import { webhooksRouter } from './api/routes/webhooks.ts';
 import { PORTAL_BASE } from './portal/link.ts';
 import { portalRouter } from './portal/router.ts';
+import { PublishQuota } from './events/quota.ts';
 import { httpServerSpans } from './tracing/http-server.ts';
 
 /** Base path of the v2 management API (spec 4). */
@@ -65,6 +66,7 @@ function asApiError(error: unknown): ApiError | undefined {
  */
 export function createApp(deps: AppDeps) {
   const app = new OpenAPIHono<AppEnv>();
+  const quota = new PublishQuota(deps.db, deps.admission.publish);
 
   // First, so that the span covers the whole request; only the producers' door continues a caller's trace.
   if (deps.tracing) app.use(httpServerSpans({ trustedPrefix: INTERNAL_BASE, untracedPaths: ['/healthz', '/readyz'] }));
@@ -73,6 +75,7 @@ export function createApp(deps: AppDeps) {
     const requestId = incoming && REQUEST_ID.test(incoming) ? incoming : `req_${randomUUID()}`;
     c.set('requestId', requestId);
     c.set('deps', deps);
+    c.set('quota', quota);
     c.set('logger', deps.logger.child({ requestId }));
     c.header('X-Request-Id', requestId);
     const started = performance.now();

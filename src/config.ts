@@ -149,6 +149,15 @@ const environmentVariables = z.object({
   PROJECT_MAX_IN_FLIGHT: wholeNumber(1, 100_000).prefault('100'),
   DESTINATION_MAX_IN_FLIGHT: wholeNumber(1, 100_000).prefault('200'),
   WORKER_MAX_SENDS_IN_FLIGHT: wholeNumber(1, 100_000).prefault('1000'),
+  PROJECT_PUBLISH_RATE: z
+    .string()
+    .regex(/^\d+(\.\d+)?$/, 'must be a number of events per second, such as 100')
+    .transform(Number)
+    .pipe(z.number().min(0.01, 'must be at least 0.01 events per second').max(100_000, 'must be at most 100000 events per second'))
+    .prefault('100'),
+  PROJECT_PUBLISH_BURST: wholeNumber(1, 1_000_000).prefault('200'),
+  PROJECT_MAX_WEBHOOKS: wholeNumber(1, 1_000_000).prefault('1000'),
+  BULK_RETRY_MAX_PER_PROJECT: wholeNumber(1, 1000).prefault('3'),
   CIRCUIT_BREAKER_THRESHOLD: wholeNumber(1, 1000).prefault('5'),
   DELIVERY_ALLOW_PRIVATE_TARGETS: booleanFromString.default(false),
   DELIVERY_CA_FILE: optionalString,
@@ -393,8 +402,17 @@ function toConfig(env: z.infer<typeof environmentSchema>) {
     },
     /** Endpoint health: a webhook failing this long, with this many dead letters, is disabled. */
     autoDisable: { afterMs: env.WEBHOOK_AUTO_DISABLE_AFTER, minDeadLetters: env.WEBHOOK_AUTO_DISABLE_MIN_DEAD_LETTERS },
-    /** Deliveries per second a bulk retry operation signals at most. */
+    /** Deliveries per second a project's bulk retry operations signal at most, together. */
     bulkRetryRate: env.BULK_RETRY_RATE,
+    /** What one project may put into the service, unless the operator set its own limits (`npm run cli -- limits`). */
+    admission: {
+      /** The publish quota: events per second, and at once above it (test events included). */
+      publish: { rate: env.PROJECT_PUBLISH_RATE, burst: env.PROJECT_PUBLISH_BURST },
+      /** Webhooks a project may have. */
+      maxWebhooks: env.PROJECT_MAX_WEBHOOKS,
+      /** Bulk retry operations a project may have running at once (and one per webhook). */
+      maxBulkRetries: env.BULK_RETRY_MAX_PER_PROJECT,
+    },
     logLevel: env.LOG_LEVEL,
     secretEncryptionKey: env.SECRET_ENCRYPTION_KEY,
     /** Keys that sealed secrets before a key rotation; still accepted for opening them. */

@@ -22,12 +22,7 @@ export type IdKind = keyof typeof ID_PREFIX;
  */
 export function newId(kind: IdKind, now: number = Date.now()): string {
   const random = randomBytes(10);
-  let time = BigInt(now);
-  let timePart = '';
-  for (let i = 0; i < 10; i += 1) {
-    timePart = CROCKFORD[Number(time & 31n)] + timePart;
-    time >>= 5n;
-  }
+  const timePart = timePartOf(now);
   let bits = BigInt(`0x${random.toString('hex')}`);
   let randomPart = '';
   for (let i = 0; i < 16; i += 1) {
@@ -35,6 +30,25 @@ export function newId(kind: IdKind, now: number = Date.now()): string {
     bits >>= 5n;
   }
   return `${ID_PREFIX[kind]}_${timePart}${randomPart}`;
+}
+
+/** The 10 characters of an identifier that hold its millisecond timestamp. */
+function timePartOf(ms: number): string {
+  let time = BigInt(ms);
+  let timePart = '';
+  for (let i = 0; i < 10; i += 1) {
+    timePart = CROCKFORD[Number(time & 31n)] + timePart;
+    time >>= 5n;
+  }
+  return timePart;
+}
+
+/**
+ * The smallest identifier of `kind` made at or after `ms` (every one made before sorts below it):
+ * a time bound as an identifier, for a range of an index on ids.
+ */
+export function firstIdAt(kind: IdKind, ms: number): string {
+  return `${ID_PREFIX[kind]}_${timePartOf(ms)}${'0'.repeat(16)}`;
 }
 
 const LOOKUP_ID = /^[A-Za-z0-9_-]{1,64}$/;

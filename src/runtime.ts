@@ -180,6 +180,7 @@ export async function startService(config: Config, role: Role, logger: Logger): 
         scheduler,
         secretBox,
         producerToken: config.eventProducerToken,
+        admission: config.admission,
         logger,
         metrics,
         publicUrl: config.http.publicUrl,

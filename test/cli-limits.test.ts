@@ -63,6 +63,10 @@ describe('limits, the operator command', { timeout: 120_000 }, () => {
     expect(await decisions(await deliveriesTo('acme', 'https://127.0.0.1:1/acme', 3))).toEqual(['granted', 'granted', 'wait_turn']);
     expect(await decisions(await deliveriesTo('other', 'https://hooks.example.com:443/other', 2))).toEqual(['granted', 'wait_turn']);
 
+    // The publish quota and the webhooks of a project; the limits set before are kept.
+    const quota = await cli(['limits', 'set', '--project', 'acme', '--publish-rate', '2.5', '--publish-burst', '10', '--max-webhooks', '50', '--json']);
+    expect(JSON.parse(quota.stdout)).toMatchObject({ scope: 'project', name: 'acme', max_in_flight: 2, publish_rate: 2.5, publish_burst: 10, max_webhooks: 50 });
+
     const reset = await cli(['limits', 'reset', '--project', 'acme']);
     expect(reset.code).toBe(0);
     expect(await decisions(await deliveriesTo('acme', 'https://127.0.0.1:1/acme-again', 2))).toEqual(['granted', 'granted']);
@@ -76,6 +80,9 @@ describe('limits, the operator command', { timeout: 120_000 }, () => {
       ['limits', 'set', '--project', 'acme', '--destination', 'x.example', '--max-in-flight', '2'],
       ['limits', 'set', '--max-in-flight', '2'],
       ['limits', 'set', '--destination', '/no-host', '--max-in-flight', '2'],
+      ['limits', 'set', '--destination', 'x.example', '--publish-rate', '5'],
+      ['limits', 'set', '--project', 'acme', '--publish-rate', '0'],
+      ['limits', 'set', '--project', 'acme', '--max-webhooks', 'many'],
     ]) {
       const result = await cli(args);
       expect(result.code, args.join(' ')).toBe(2);

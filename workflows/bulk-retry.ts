@@ -1,50 +1,79 @@
-import { ActivityCancellationType, CancellationScope, continueAsNew, isCancellation, proxyActivities, sleep, workflowInfo } from '@temporalio/workflow';
+import {
+  ActivityCancellationType,
+  CancellationScope,
+  continueAsNew,
+  isCancellation,
+  patched,
+  proxyActivities,
+  sleep,
+  workflowInfo,
+} from '@temporalio/workflow';
 import type { OperationActivities } from '../activities/operations.ts';
+import { ProjectIdAttribute } from './search-attributes.ts';
 
 /** Input of {@link bulkRetryWorkflow}. */
 export interface BulkRetryInput {
   operationId: string;
-  /** Deliveries signalled per second at most. */
+  /** Deliveries its project's operations signal per second at most, together (BULK_RETRY_RATE). */
   ratePerSecond: number;
-  /** Pages per run before continuing as new ({@link PAGES_PER_RUN} unless set). */
+  /** Steps per run before continuing as new ({@link PAGES_PER_RUN} unless set). */
   pagesPerRun?: number;
 }
 
-const { retryOperationPage } = proxyActivities<OperationActivities>({
-  startToCloseTimeout: '2m',
-  heartbeatTimeout: '10s',
-  retry: { initialInterval: '1s', backoffCoefficient: 2, maximumInterval: '30s' },
-  // On cancel, the page in flight (at most a second's worth) ends before the operation is marked cancelled.
-  cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-});
-
-const { finishOperation } = proxyActivities<OperationActivities>({
-  startToCloseTimeout: '30s',
-  retry: { initialInterval: '1s', backoffCoefficient: 2, maximumInterval: '30s' },
-});
-
-/** Pages per run before the workflow continues as new (keeps its history short). */
+/** Steps per run before the workflow continues as new (keeps its history short). */
 export const PAGES_PER_RUN = 200;
 
 /**
- * A bulk retry operation: pages through the deliveries it matched at creation, a second's worth
- * at a time, queues each that is still failed or dead-lettered and signals its workflow (keyed by
- * the operation id, so a page repeated after a crash retries nothing twice), and skips those
- * that moved on by themselves. Its progress lives in the database (`operation_deliveries`), so it
- * survives worker and server restarts; cancelling it stops it after the delivery in hand.
+ * The patch that moved the operation's pacing out of its activities and its selection into its
+ * workflow: runs started before it (their histories have no marker) go on as they were.
+ */
+const PACED_IN_WORKFLOW = 'bulk-retry-paced-in-workflow';
+
+const RETRY_OPTIONS = { initialInterval: '1s', backoffCoefficient: 2, maximumInterval: '30s' } as const;
+
+/** The operation's activities, dispatched under its project's fairness key. */
+function activitiesOf(projectId: string | undefined) {
+  const priority = projectId ? { priority: { fairnessKey: projectId } } : {};
+  const steps = proxyActivities<OperationActivities>({
+    startToCloseTimeout: '2m',
+    heartbeatTimeout: '10s',
+    retry: RETRY_OPTIONS,
+    // On cancel, the step in flight ends between two deliveries before the operation is marked cancelled.
+    cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+    ...priority,
+  });
+  return {
+    retryOperationStep: steps.retryOperationStep,
+    retryOperationPage: steps.retryOperationPage,
+    finishOperation: proxyActivities<OperationActivities>({ startToCloseTimeout: '2m', retry: RETRY_OPTIONS, ...priority }).finishOperation,
+  };
+}
+
+/**
+ * A bulk retry operation. Each step is one short activity: it selects the next page of the
+ * deliveries the operation matches when it needs more, queues the step's share of them (still
+ * failed or dead-lettered) and signals their workflows (keyed by the operation id, so a step
+ * repeated after a crash retries nothing twice), and skips those that moved on. Between steps the
+ * workflow waits, holding no worker slot: the project's operations together signal at most
+ * BULK_RETRY_RATE a second. Its progress lives in the database (`operations`,
+ * `operation_deliveries`), so it survives worker and server restarts; cancelling it stops it
+ * after the delivery in hand, and its end signals any delivery it had queued.
  */
 export async function bulkRetryWorkflow(input: BulkRetryInput): Promise<void> {
-  const pageSize = Math.max(1, Math.min(100, Math.floor(input.ratePerSecond)));
+  const { retryOperationStep, retryOperationPage, finishOperation } = activitiesOf(workflowInfo().typedSearchAttributes.get(ProjectIdAttribute));
+  const paced = patched(PACED_IN_WORKFLOW);
   try {
     const pagesPerRun = input.pagesPerRun ?? PAGES_PER_RUN;
     for (let pages = 0; pages < pagesPerRun && !workflowInfo().continueAsNewSuggested; pages += 1) {
       const started = Date.now();
-      const page = await retryOperationPage({ operationId: input.operationId, limit: pageSize, ratePerSecond: input.ratePerSecond });
-      if (page.done) {
+      const step = paced
+        ? await retryOperationStep({ operationId: input.operationId, ratePerSecond: input.ratePerSecond })
+        : await retryOperationPage({ operationId: input.operationId, limit: Math.max(1, Math.min(100, Math.floor(input.ratePerSecond))), ratePerSecond: input.ratePerSecond });
+      if (step.done) {
         await finishOperation(input.operationId, 'completed');
         return;
       }
-      const rest = (page.retried / input.ratePerSecond) * 1000 - (Date.now() - started);
+      const rest = (paced ? step.waitMs : (step.retried / input.ratePerSecond) * 1000) - (Date.now() - started);
       if (rest > 0) await sleep(rest);
     }
   } catch (error) {

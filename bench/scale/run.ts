@@ -13,6 +13,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import postgres from 'postgres';
+import { parseConfig } from '../../src/config.ts';
 import { createApp } from '../../src/app.ts';
 import { openDatabase, queryRows, type Database } from '../../src/db/client.ts';
 import { spawnEmbeddedPostgres } from '../../src/db/embedded.ts';
@@ -145,6 +146,8 @@ try {
     temporal: client,
     scheduler: new DeliveryScheduler(client, 'scale-bench'),
     secretBox: new SecretBox(generateEncryptionKey()),
+    // The scale run measures the API's statements, not the publish quota: no project is held back.
+    admission: { ...parseConfig({}).admission, publish: { rate: 100_000, burst: 1_000_000 } },
     logger: createLogger('silent'),
     metrics: createMetrics(),
   });

@@ -2,6 +2,7 @@ import type { Client } from '@temporalio/client';
 import type { Logger } from 'pino';
 import type { Database } from '../db/client.ts';
 import type { ApiKeyRow } from '../db/schema.ts';
+import type { PublishQuota, PublishQuotaLimits } from '../events/quota.ts';
 import type { DeliveryScheduler } from '../temporal/scheduler.ts';
 import type { Metrics } from '../metrics.ts';
 import type { SecretBox } from '../secrets.ts';
@@ -17,12 +18,24 @@ export interface AppDeps {
    * accepts for every project; undefined (the default): producer keys only.
    */
   producerToken?: string | undefined;
+  /** What one project may put into the service (the configuration's `admission`). */
+  admission: AdmissionLimits;
   logger: Logger;
   metrics: Metrics;
   /** The origin customers reach the service at (PUBLIC_URL), for portal links; the request's origin when unset. */
   publicUrl?: string | undefined;
   /** Tracing is on: each request is served in a span (src/tracing/http-server.ts). */
   tracing?: boolean;
+}
+
+/** What one project may put into the service, unless the operator set its own limits (`npm run cli -- limits`). */
+export interface AdmissionLimits {
+  /** The publish quota (PROJECT_PUBLISH_RATE, PROJECT_PUBLISH_BURST), events and test events alike. */
+  publish: PublishQuotaLimits;
+  /** Webhooks (PROJECT_MAX_WEBHOOKS). */
+  maxWebhooks: number;
+  /** Bulk retry operations running at once (BULK_RETRY_MAX_PER_PROJECT). */
+  maxBulkRetries: number;
 }
 
 /** Hono environment shared by every router. */
@@ -36,6 +49,8 @@ export interface AppEnv {
   Variables: {
     requestId: string;
     deps: AppDeps;
+    /** The publish quota of every project, kept by the app (its refusals are remembered in this process). */
+    quota: PublishQuota;
     logger: Logger;
     /** The authenticated customer API key (set by the v2 auth middleware). */
     apiKey: ApiKeyRow;

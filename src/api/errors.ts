@@ -1,6 +1,9 @@
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 
-/** The v2 error codes (spec 7.2) this service returns, plus `method_not_allowed` for 405. */
+/**
+ * The v2 error codes (spec 7.2) this service returns, plus two of its own: `method_not_allowed`
+ * for 405 and `rate_limited` for 429 (the spec's catalogue has no rate-limit code).
+ */
 export const ERROR_STATUS = {
   invalid_request: 400,
   bad_request: 400,
@@ -13,6 +16,7 @@ export const ERROR_STATUS = {
   method_not_allowed: 405,
   conflict: 409,
   unprocessable_entity: 422,
+  rate_limited: 429,
   internal_error: 500,
   internal_server_error: 500,
   service_unavailable: 503,
@@ -45,3 +49,13 @@ export const errorBody = (code: ErrorCode, message: string, requestId: string): 
   error: { code, message },
   meta: { request_id: requestId },
 });
+
+/** The 429 of an event refused by its project's publish quota, with when to try again. */
+export function rateLimited(projectId: string, retryAfterMs: number): ApiError {
+  const seconds = Math.max(1, Math.ceil(retryAfterMs / 1000));
+  return new ApiError(
+    'rate_limited',
+    `project ${projectId} is publishing faster than its quota allows; nothing was stored: try again in ${seconds} s`,
+    { 'Retry-After': String(seconds) },
+  );
+}

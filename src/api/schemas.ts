@@ -245,8 +245,9 @@ export const DeliveryAttemptSchema = z
   })
   .openapi('DeliveryAttempt');
 
-export const DeliveryListQuerySchema = z.object({
-  limit: z
+/** A list's page size: a whole number from 1 to 100, `fallback` when absent. */
+const pageLimit = (fallback: number) =>
+  z
     .preprocess(
       // Only plain decimal text becomes a number: '0x10', '1e1' or ' 1' stay text and are refused.
       (value) => (typeof value === 'string' && /^-?\d*(\.\d+)?$/.test(value) ? Number(value) : value),
@@ -256,8 +257,19 @@ export const DeliveryListQuerySchema = z.object({
         .min(1, 'must be at least 1')
         .max(100, 'must be at most 100'),
     )
-    .default(50)
-    .openapi({ type: 'integer', minimum: 1, maximum: 100, default: 50 }),
+    .default(fallback)
+    .openapi({ type: 'integer', minimum: 1, maximum: 100, default: fallback });
+
+export const WebhookListQuerySchema = z.object({
+  limit: pageLimit(100),
+  starting_after: z
+    .string()
+    .regex(/^wh_[0-9a-hjkmnp-tv-z]{26}$/, 'must be a webhook id')
+    .optional(),
+});
+
+export const DeliveryListQuerySchema = z.object({
+  limit: pageLimit(50),
   starting_after: z
     .string()
     .regex(/^dlv_[0-9a-hjkmnp-tv-z]{26}$/, 'must be a delivery id')
@@ -304,14 +316,18 @@ export const BulkRetryBodySchema = z
 export const OperationStatusSchema = z.enum(OPERATION_STATUSES);
 
 export const OperationStartedSchema = z
-  .strictObject({ id: z.string().openapi({ example: 'op_01jd3k6v8x0f5r7k2m9q4t1w3y' }), status: OperationStatusSchema, matched: z.number().int() })
+  .strictObject({
+    id: z.string().openapi({ example: 'op_01jd3k6v8x0f5r7k2m9q4t1w3y' }),
+    status: OperationStatusSchema,
+    matched: z.number().int().openapi({ description: 'Deliveries matched so far: 0 at the start, since the operation selects them in pages as it goes' }),
+  })
   .openapi('OperationStarted');
 
 export const OperationSchema = z
   .strictObject({
     id: z.string().openapi({ example: 'op_01jd3k6v8x0f5r7k2m9q4t1w3y' }),
     status: OperationStatusSchema,
-    matched: z.number().int().openapi({ description: 'Deliveries the operation matched when it was created' }),
+    matched: z.number().int().openapi({ description: 'Deliveries the operation has matched so far (it selects them in pages as it goes; final once it is completed)' }),
     retried: z.number().int().openapi({ description: 'Matched deliveries queued and signalled so far' }),
     skipped: z.number().int().openapi({ description: 'Matched deliveries that had moved on by themselves when reached' }),
   })

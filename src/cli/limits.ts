@@ -8,25 +8,37 @@ import { CliError, printTable, UsageError, type Command } from './output.ts';
 const USAGE = `usage:
   limits show [--json]
     the configured limits, and every project's and destination's own that the operator set
-  limits set (--project <id> | --destination <host[:port]>) --max-in-flight <n> [--json]
-    sends in flight at most for that project's webhooks, or to that destination (host and port
-    as webhook URLs name them; 443 when no port is given), instead of PROJECT_MAX_IN_FLIGHT or
-    DESTINATION_MAX_IN_FLIGHT; 1-100000. Replicas apply it from their next request for a place.
+  limits set --project <id> [--max-in-flight <n>] [--publish-rate <events/s>] [--publish-burst <n>] [--max-webhooks <n>] [--json]
+    that project's own limits instead of PROJECT_MAX_IN_FLIGHT (sends in flight of its webhooks,
+    1-100000), PROJECT_PUBLISH_RATE and PROJECT_PUBLISH_BURST (its publish quota: 0.01-100000
+    events per second, bursts of 1-1000000) and PROJECT_MAX_WEBHOOKS (1-1000000); the others it
+    had are kept. Every replica applies them from its next request.
+  limits set --destination <host[:port]> --max-in-flight <n> [--json]
+    sends in flight at most to that destination (host and port as webhook URLs name them; 443
+    when no port is given), instead of DESTINATION_MAX_IN_FLIGHT; 1-100000
   limits reset (--project <id> | --destination <host[:port]>) [--json]
     back to the configured limits`;
 
 /** `limits show|set|reset`: the operator's per-project and per-destination limits, in the database (a project cannot change its own). */
 export const limitsCommand: Command = { usage: USAGE, actions: ['show', 'set', 'reset'], run: limits };
 
-/** A whole number from 1 to 100000, or a usage error naming `option`. */
-function limitValue(option: string, value: string | undefined): number | undefined {
+/** A number from `min` to `max` (a whole one unless `fractions`), or a usage error naming `option`. */
+function limitValue(option: string, value: string | undefined, min: number, max: number, fractions = false): number | undefined {
   if (value === undefined) return undefined;
-  const number = /^\d+$/.test(value) ? Number(value) : Number.NaN;
-  if (!(number >= 1 && number <= 100_000)) throw new UsageError(`--${option} must be a whole number from 1 to 100000\n${USAGE}`);
+  const number = (fractions ? /^\d+(\.\d+)?$/ : /^\d+$/).test(value) ? Number(value) : Number.NaN;
+  if (!(number >= min && number <= max)) {
+    throw new UsageError(`--${option} must be ${fractions ? 'a number' : 'a whole number'} from ${min} to ${max}\n${USAGE}`);
+  }
   return number;
 }
 
-const asJson = (row: StoredLimits) => ({ scope: row.scope, name: row.name, max_in_flight: row.maxInFlight, updated_at: row.updatedAt.toISOString() });
+const asJson = (row: StoredLimits) => ({
+  scope: row.scope,
+  name: row.name,
+  max_in_flight: row.maxInFlight,
+  ...(row.scope === 'project' && { publish_rate: row.publishRate, publish_burst: row.publishBurst, max_webhooks: row.maxWebhooks }),
+  updated_at: row.updatedAt.toISOString(),
+});
 
 async function limits(config: Config, args: string[]): Promise<void> {
   const [action, ...rest] = args;
@@ -36,14 +48,26 @@ async function limits(config: Config, args: string[]): Promise<void> {
       project: { type: 'string' },
       destination: { type: 'string' },
       'max-in-flight': { type: 'string' },
+      'publish-rate': { type: 'string' },
+      'publish-burst': { type: 'string' },
+      'max-webhooks': { type: 'string' },
       json: { type: 'boolean', default: false },
     },
   });
-  const maxInFlight = limitValue('max-in-flight', values['max-in-flight']);
+  const overrides = {
+    maxInFlight: limitValue('max-in-flight', values['max-in-flight'], 1, 100_000),
+    publishRate: limitValue('publish-rate', values['publish-rate'], 0.01, 100_000, true),
+    publishBurst: limitValue('publish-burst', values['publish-burst'], 1, 1_000_000),
+    maxWebhooks: limitValue('max-webhooks', values['max-webhooks'], 1, 1_000_000),
+  };
   if (action !== 'show') {
     if ((values.project === undefined) === (values.destination === undefined)) throw new UsageError(`give one of --project and --destination\n${USAGE}`);
     if (values.project !== undefined && !PROJECT_ID.test(values.project)) throw new UsageError('--project must be 1-128 characters of A-Z a-z 0-9 . _ : @ -');
-    if (action === 'set' && maxInFlight === undefined) throw new UsageError(`limits set needs a limit to set, such as --max-in-flight 50\n${USAGE}`);
+    const given = Object.entries(overrides).filter(([, value]) => value !== undefined).map(([name]) => name);
+    if (action === 'set' && given.length === 0) throw new UsageError(`limits set needs a limit to set, such as --max-in-flight 50\n${USAGE}`);
+    if (values.destination !== undefined && given.some((name) => name !== 'maxInFlight')) {
+      throw new UsageError(`a destination has --max-in-flight only\n${USAGE}`);
+    }
   }
 
   const database = await connectDatabase(config);
@@ -55,22 +79,31 @@ async function limits(config: Config, args: string[]): Promise<void> {
         project_max_in_flight: config.flow.projectMaxInFlight,
         destination_max_in_flight: config.flow.destinationMaxInFlight,
         worker_max_sends_in_flight: config.flow.workerMaxInFlight,
+        project_publish_rate: config.admission.publish.rate,
+        project_publish_burst: config.admission.publish.burst,
+        project_max_webhooks: config.admission.maxWebhooks,
       };
       if (values.json) {
         console.log(JSON.stringify({ defaults, overrides: stored.map(asJson) }));
         return;
       }
       console.log(Object.entries(defaults).map(([name, value]) => `${name.toUpperCase()}=${value}`).join('  '));
-      printTable(stored.map(asJson), ['scope', 'name', 'max_in_flight', 'updated_at']);
+      printTable(stored.map(asJson), ['scope', 'name', 'max_in_flight', 'publish_rate', 'publish_burst', 'max_webhooks', 'updated_at']);
       return;
     }
     const destination = values.destination === undefined ? undefined : await destinationOf(database.db, values.destination);
     if (values.destination !== undefined && destination === undefined) throw new UsageError(`--destination must be a host, host:port or URL, not "${values.destination}"`);
     const [scope, name] = destination ? (['destination', destination] as const) : (['project', values.project!] as const);
     if (action === 'set') {
-      const stored = scope === 'project' ? await setProjectLimits(database.db, name, { maxInFlight }) : await setDestinationLimits(database.db, name, { maxInFlight });
+      const stored =
+        scope === 'project'
+          ? await setProjectLimits(database.db, name, overrides)
+          : await setDestinationLimits(database.db, name, { maxInFlight: overrides.maxInFlight });
       if (values.json) console.log(JSON.stringify(asJson(stored)));
-      else console.log(`${scope} ${name}: at most ${stored.maxInFlight} sends in flight.`);
+      else {
+        const set = Object.entries(asJson(stored)).filter(([key, value]) => !['scope', 'name', 'updated_at'].includes(key) && value !== null);
+        console.log(`${scope} ${name}: ${set.map(([key, value]) => `${key}=${value}`).join(', ')} (the rest as configured).`);
+      }
       return;
     }
     const removed = await resetLimits(database.db, scope, name);

@@ -28,7 +28,7 @@ function required(value: string | undefined, what: string, usage: string): strin
 }
 
 const WEBHOOKS_USAGE = `usage:
-  webhooks list
+  webhooks list [--limit <1-100>] [--starting-after <webhook id>]
   webhooks create --url <https url> [--events docauth.completed] [--header Name=value]... [--rate-limit <per second>] [--api-key-id <key id>]
   webhooks get <webhook id>
   webhooks update <webhook id> [--url <url>] [--events <e1,e2>] [--status active|disabled] [--header Name=value]... [--rate-limit <per second>|none]
@@ -56,6 +56,8 @@ async function webhooks(config: Config, args: string[]): Promise<void> {
       header: { type: 'string', multiple: true },
       'rate-limit': { type: 'string' },
       'api-key-id': { type: 'string' },
+      limit: { type: 'string' },
+      'starting-after': { type: 'string' },
     },
   });
   const { api, token } = client(config, values);
@@ -65,11 +67,17 @@ async function webhooks(config: Config, args: string[]): Promise<void> {
   // `none` removes the limit; any other text goes as a number (or as typed, for the service to refuse).
   const rateLimitOption = values['rate-limit'];
   const rateLimit = rateLimitOption === undefined ? undefined : rateLimitOption === 'none' ? null : Number.isFinite(Number(rateLimitOption)) ? Number(rateLimitOption) : (rateLimitOption as unknown as number);
-  let result: { data?: any; message?: string } | undefined;
+  let result: { data?: any; message?: string; meta?: any } | undefined;
   switch (action) {
-    case 'list':
-      result = await answer(api.GET('/api-gateway/v2/webhooks'));
+    case 'list': {
+      // The service validates the values and answers which one is wrong.
+      const query = {
+        ...(values.limit && { limit: Number(values.limit) }),
+        ...(values['starting-after'] && { starting_after: values['starting-after'] }),
+      };
+      result = await answer(api.GET('/api-gateway/v2/webhooks', { params: { query } }));
       break;
+    }
     case 'create':
       result = await answer(api.POST('/api-gateway/v2/webhooks', { body: {
         api_key_id: required(values['api-key-id'] ?? (token && keyIdOfToken(token)), '--api-key-id (the token does not name its key)', WEBHOOKS_USAGE),
@@ -103,6 +111,7 @@ async function webhooks(config: Config, args: string[]): Promise<void> {
     console.log(JSON.stringify(result?.data));
   } else if (Array.isArray(result?.data)) {
     printTable(result.data, ['id', 'url', 'events', 'status', 'success_count', 'failure_count', 'last_delivered_at']);
+    if (result.meta?.has_more) console.log(`more: --starting-after ${result.meta.next_cursor}`);
   } else {
     console.log(result?.message);
     console.log(JSON.stringify(result?.data, null, 2));

@@ -10,7 +10,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List the project's webhooks */
+        /** List the project's webhooks, oldest first (cursor pagination) */
         get: operations["listWebhooks"];
         put?: never;
         /** Create a webhook (the secret is returned only here) */
@@ -373,6 +373,10 @@ export interface components {
              */
             updated_at: string;
         };
+        ListMeta: components["schemas"]["Meta"] & {
+            has_more: boolean;
+            next_cursor?: string;
+        };
         Webhook: {
             /** @example wh_01jd3k6v8x0f5r7k2m9q4t1w3y */
             id: string;
@@ -491,10 +495,6 @@ export interface components {
              */
             next_retry_at?: string;
         };
-        ListMeta: components["schemas"]["Meta"] & {
-            has_more: boolean;
-            next_cursor?: string;
-        };
         DeliveryAttempt: {
             id: string;
             delivery_id: string;
@@ -515,6 +515,7 @@ export interface components {
             id: string;
             /** @enum {string} */
             status: "running" | "completed" | "cancelled" | "failed";
+            /** @description Deliveries matched so far: 0 at the start, since the operation selects them in pages as it goes */
             matched: number;
         };
         BulkRetryRequest: {
@@ -542,7 +543,7 @@ export interface components {
             id: string;
             /** @enum {string} */
             status: "running" | "completed" | "cancelled" | "failed";
-            /** @description Deliveries the operation matched when it was created */
+            /** @description Deliveries the operation has matched so far (it selects them in pages as it goes; final once it is completed) */
             matched: number;
             /** @description Matched deliveries queued and signalled so far */
             retried: number;
@@ -614,14 +615,17 @@ export type $defs = Record<string, never>;
 export interface operations {
     listWebhooks: {
         parameters: {
-            query?: never;
+            query?: {
+                limit?: number;
+                starting_after?: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;
         };
         requestBody?: never;
         responses: {
-            /** @description Webhooks of the project, oldest first */
+            /** @description A page of the webhooks of the project, oldest first */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -630,8 +634,17 @@ export interface operations {
                     "application/json": {
                         data: components["schemas"]["WebhookListItem"][];
                         message: string;
-                        meta: components["schemas"]["Meta"];
+                        meta: components["schemas"]["ListMeta"];
                     };
+                };
+            };
+            /** @description invalid_request: a field breaks a rule (the message names it) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
             /** @description invalid_api_key / unauthorized: missing, malformed, unknown or revoked credential */
@@ -700,6 +713,15 @@ export interface operations {
             };
             /** @description service_not_enabled / forbidden: the key lacks the service, or the resource is another project's */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description conflict: the delivery is not in a retryable status, the webhook is disabled (test events), a bulk retry of the webhook is running or the project is at its limit of bulk retries or webhooks (the message says which) */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -979,9 +1001,20 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description conflict: the delivery is not in a retryable status, or the webhook is disabled (test events) */
+            /** @description conflict: the delivery is not in a retryable status, the webhook is disabled (test events), a bulk retry of the webhook is running or the project is at its limit of bulk retries or webhooks (the message says which) */
             409: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description rate_limited (an extension of the v2 catalogue): the project publishes faster than its quota; nothing was stored. Retry-After says when to try again */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before publishing again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1217,7 +1250,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description conflict: the delivery is not in a retryable status, or the webhook is disabled (test events) */
+            /** @description conflict: the delivery is not in a retryable status, the webhook is disabled (test events), a bulk retry of the webhook is running or the project is at its limit of bulk retries or webhooks (the message says which) */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -1285,6 +1318,15 @@ export interface operations {
             };
             /** @description not_found: no such webhook or delivery */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description conflict: the delivery is not in a retryable status, the webhook is disabled (test events), a bulk retry of the webhook is running or the project is at its limit of bulk retries or webhooks (the message says which) */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1491,6 +1533,17 @@ export interface operations {
             /** @description service_not_enabled / forbidden: the key lacks the service, or the resource is another project's */
             403: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description rate_limited (an extension of the v2 catalogue): the project publishes faster than its quota; nothing was stored. Retry-After says when to try again */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before publishing again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {

@@ -1,6 +1,7 @@
 import { sql, type SQL } from 'drizzle-orm';
 import {
   bigint,
+  boolean,
   check,
   doublePrecision,
   index,
@@ -314,10 +315,32 @@ export const projectLimits = pgTable(
     projectId: text('project_id').primaryKey(),
     /** Sends in flight of the project's webhooks at most; null: PROJECT_MAX_IN_FLIGHT. */
     maxInFlight: integer('max_in_flight'),
+    /** Events per second the project may publish; null: PROJECT_PUBLISH_RATE. */
+    publishRate: doublePrecision('publish_rate'),
+    /** Events the project may publish at once above its rate; null: PROJECT_PUBLISH_BURST. */
+    publishBurst: integer('publish_burst'),
+    /** Webhooks the project may have; null: PROJECT_MAX_WEBHOOKS. */
+    maxWebhooks: integer('max_webhooks'),
     updatedAt: timestamp('updated_at', { withTimezone: true, mode: 'date' }).notNull(),
   },
-  (table) => [check('project_limits_max_in_flight_check', sql`${table.maxInFlight} is null or ${table.maxInFlight} between 1 and 100000`)],
+  (table) => [
+    check('project_limits_max_in_flight_check', sql`${table.maxInFlight} is null or ${table.maxInFlight} between 1 and 100000`),
+    check('project_limits_publish_rate_check', sql`${table.publishRate} is null or (${table.publishRate} >= 0.01 and ${table.publishRate} <= 100000)`),
+    check('project_limits_publish_burst_check', sql`${table.publishBurst} is null or ${table.publishBurst} between 1 and 1000000`),
+    check('project_limits_max_webhooks_check', sql`${table.maxWebhooks} is null or ${table.maxWebhooks} between 1 and 1000000`),
+  ],
 );
+
+/**
+ * The publish quota of each project that has published (`take_publish_token`, migration 0013):
+ * the theoretical arrival time of its next event under the generic cell rate algorithm. A
+ * request that finds it more than the burst ahead of now is refused; an accepted one moves it on
+ * by 1 / rate. One row a project: only that project's requests ever wait on it.
+ */
+export const publishQuotas = pgTable('publish_quotas', {
+  projectId: text('project_id').primaryKey(),
+  nextAt: timestamp('next_at', { withTimezone: true, mode: 'date' }).notNull(),
+});
 
 /** Limits the operator set for one destination (`host:port`), over the configuration's defaults. */
 export const destinationLimits = pgTable(
@@ -352,11 +375,20 @@ export const operations = pgTable(
     since: timestamp('since', { withTimezone: true, mode: 'date' }),
     until: timestamp('until', { withTimezone: true, mode: 'date' }).notNull(),
     status: text('status', { enum: OPERATION_STATUSES }).notNull(),
+    /** The last delivery (in id order) its workflow has looked at to match: it selects in pages, after this one. */
+    selectionCursor: text('selection_cursor'),
+    /**
+     * Every matching delivery has been selected into `operation_deliveries`. An operation is
+     * created with false; rows of releases that matched everything at creation have true.
+     */
+    selectionComplete: boolean('selection_complete').notNull().default(true),
     createdAt: createdAt(),
     finishedAt: timestamp('finished_at', { withTimezone: true, mode: 'date' }),
   },
   (table) => [
     index('operations_webhook_idx').on(table.webhookId, table.id),
+    // The running operations of a project, looked at when one is created (at most one per webhook, a bounded number per project).
+    index('operations_running_idx').on(table.projectId, table.webhookId).where(sql`${table.status} = 'running'`),
     check('operations_status_check', sql`${table.status} in ('running', 'completed', 'cancelled', 'failed')`),
   ],
 );

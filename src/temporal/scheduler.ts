@@ -24,14 +24,17 @@ export interface DeliveryStart {
   url: string;
 }
 
+/** Workflow starts in flight at once for one event. */
+const START_CONCURRENCY = 200;
+
 /** Deliveries per second of a bulk retry operation when BULK_RETRY_RATE is unset. */
 export const DEFAULT_BULK_RETRY_RATE = 10;
 
 /** How a {@link DeliveryScheduler} starts workflows. */
 export interface SchedulerOptions {
   /**
-   * Deliveries per second a bulk retry operation signals at most (BULK_RETRY_RATE), so a
-   * recovering endpoint is not hit by a thundering herd.
+   * Deliveries per second a project's bulk retry operations signal at most, together
+   * (BULK_RETRY_RATE), so a recovering endpoint is not hit by a thundering herd.
    */
   bulkRetryRate?: number;
   /**
@@ -78,6 +81,11 @@ export class DeliveryScheduler {
    * (USE_EXISTING) and a closed one is not run again (REJECT_DUPLICATE).
    */
   async start(starts: readonly DeliveryStart[]): Promise<void> {
+    // A project's many webhooks: at most START_CONCURRENCY calls at once.
+    for (let first = 0; first < starts.length; first += START_CONCURRENCY) await this.#startEach(starts.slice(first, first + START_CONCURRENCY));
+  }
+
+  async #startEach(starts: readonly DeliveryStart[]): Promise<void> {
     await Promise.all(
       starts.map(async (start) => {
         try {
@@ -116,7 +124,9 @@ export class DeliveryScheduler {
         { key: WebhookIdAttribute, value: operation.webhookId },
         { key: ProjectIdAttribute, value: operation.projectId },
       ],
-      staticSummary: `bulk retry of ${operation.webhookId} at ${this.bulkRetryRate}/s`,
+      staticSummary: `bulk retry of ${operation.webhookId}, ${this.bulkRetryRate}/s for its project`,
+      // Its workflow and activity tasks are dispatched fairly across projects, as deliveries are.
+      priority: { fairnessKey: operation.projectId },
     });
   }
 

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client } from '@temporalio/client';
 import { NativeConnection } from '@temporalio/worker';
 import { eq } from 'drizzle-orm';
+import { parseConfig } from '../../src/config.ts';
 import { createApp } from '../../src/app.ts';
 import { deliveries, deliveryAttempts, events, webhooks, type DeliveryRow } from '../../src/db/schema.ts';
 import { newId } from '../../src/ids.ts';
@@ -485,6 +486,7 @@ describe('POST /webhooks/{id}/deliveries/{delivery_id}/retry', () => {
       scheduler: new DeliveryScheduler(closedClient, h.taskQueue),
       secretBox: h.secretBox,
       producerToken: h.producerToken,
+      admission: parseConfig({}).admission,
       logger: createLogger('info', {}, { write: (line: string) => void logs.push(line) }),
       metrics: createMetrics(),
     });

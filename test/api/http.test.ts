@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { serve } from '@hono/node-server';
 import { Client, Connection } from '@temporalio/client';
 import type { AddressInfo } from 'node:net';
+import { parseConfig } from '../../src/config.ts';
 import { createApp, OPENAPI_PATH } from '../../src/app.ts';
 import type { AppDeps } from '../../src/api/env.ts';
 import { createApiKey } from '../../src/db/queries/api-keys.ts';
@@ -39,6 +40,7 @@ function isolatedDeps(overrides: Partial<AppDeps>, logs: string[]): AppDeps {
     scheduler: h.scheduler,
     secretBox: h.secretBox,
     producerToken: h.producerToken,
+    admission: parseConfig({}).admission,
     logger: createLogger('debug', {}, { write: (line: string) => void logs.push(line) }),
     metrics: createMetrics(),
     ...overrides,

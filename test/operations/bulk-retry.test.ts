@@ -1,18 +1,23 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BASE, createWebhookFor, publishFor, waitForDelivery } from '../delivery/support.ts';
-import { createRetryOperation, findOperation } from '../../src/db/queries/operations.ts';
+import { inArray } from 'drizzle-orm';
+import { recordEvent } from '../../src/db/queries/events.ts';
+import { createRetryOperation, findOperation, type OperationView } from '../../src/db/queries/operations.ts';
+import { deliveries } from '../../src/db/schema.ts';
 import { findWebhook } from '../../src/db/queries/webhooks.ts';
 import { bulkRetryWorkflow } from '../../workflows/bulk-retry.ts';
 import { waitFor } from '../faults/wait.ts';
-import { startHarness, type Harness } from '../support/harness.ts';
+import { docauthData, startHarness, type Harness } from '../support/harness.ts';
 import { startHttpsReceiver, type HttpsReceiver } from '../support/https-receiver.ts';
 
 const RATE = 4;
+/** Bulk retries a project may have running at once, in this file (BULK_RETRY_MAX_PER_PROJECT). */
+const MAX_PER_PROJECT = 2;
 let h: Harness;
 let receiver: HttpsReceiver;
 beforeAll(async () => {
   receiver = await startHttpsReceiver();
-  h = await startHarness({ worker: true, bulkRetryRate: RATE, delivery: { caFile: receiver.certFile } });
+  h = await startHarness({ worker: true, bulkRetryRate: RATE, delivery: { caFile: receiver.certFile }, admission: { maxBulkRetries: MAX_PER_PROJECT } });
 });
 afterAll(async () => {
   await h?.stop();
@@ -27,6 +32,38 @@ async function waitForOperation(token: string, webhookId: string, operationId: s
     if (Date.now() > deadline) throw new Error(`operation ${operationId}: ${JSON.stringify(response.body)}`);
     await new Promise((resolve) => setTimeout(resolve, 200));
   }
+}
+
+type Key = Awaited<ReturnType<typeof createWebhookFor>>['key'];
+
+/** How long `count` retries take at least at RATE a second, a second's worth at a time: whole seconds between the steps (less a margin). */
+const minimumSpanMs = (count: number) => (Math.ceil(count / RATE) - 1) * 1000 * 0.8;
+const spanMs = (times: number[]) => Math.max(...times) - Math.min(...times);
+
+/** Another webhook of `key`'s project, on the receiver. */
+async function anotherWebhook(key: Key) {
+  const created = await h.request('POST', `${BASE}/webhooks`, { token: key.token, body: { api_key_id: key.id, url: receiver.url, events: ['docauth.completed'] } });
+  expect(created.status).toBe(201);
+  return { key, webhookId: created.body.data.id as string };
+}
+
+/**
+ * `count` deliveries of a webhook stored straight in `dead_letter`, as a long outage leaves them
+ * (no workflow runs for them: a retry starts one).
+ */
+async function seededDeadLetters(key: Key, webhookId: string, count: number): Promise<string[]> {
+  const ids: string[] = [];
+  for (let i = 0; i < count; i += 1) {
+    const recorded = await recordEvent(h.db, h.secretBox, { projectId: key.projectId, event: 'docauth.completed', occurredAt: new Date(), payload: docauthData(), onlyWebhookId: webhookId });
+    ids.push(recorded.deliveries[0]!.deliveryId);
+  }
+  await h.db.update(deliveries).set({ status: 'dead_letter', attemptCount: 5 }).where(inArray(deliveries.id, ids));
+  return ids;
+}
+
+/** The ids of the deliveries of these webhooks. */
+async function seededDeliveries(webhookIds: string[]): Promise<string[]> {
+  return (await h.db.select({ id: deliveries.id }).from(deliveries).where(inArray(deliveries.webhookId, webhookIds))).map((row) => row.id);
 }
 
 /** A new webhook with `count` deliveries dead-lettered (its endpoint answers 503 meanwhile). */
@@ -49,20 +86,20 @@ describe('POST /webhooks/{id}/deliveries/retry', () => {
     });
 
     const started = await h.request('POST', `${BASE}/webhooks/${webhookId}/deliveries/retry`, { token: key.token, body: { status: ['dead_letter'] } });
-    // The last one (the operation goes in id order) is retried by hand meanwhile: the operation
-    // finds it moved on and skips it.
-    const manual = await h.request('POST', `${BASE}/webhooks/${webhookId}/deliveries/${ids[8]}/retry`, { token: key.token });
-
+    // The operation selects its deliveries in pages as it goes: none yet when it starts.
     expect(started.status).toBe(202);
-    expect(started.body.data).toEqual({ id: expect.stringMatching(/^op_[0-9a-z]{26}$/), status: 'running', matched: 9 });
+    expect(started.body.data).toEqual({ id: expect.stringMatching(/^op_[0-9a-z]{26}$/), status: 'running', matched: 0 });
+    // Once it has selected them, the last one (it goes in id order) is retried by hand: the
+    // operation finds it moved on when it gets there, and skips it.
+    await waitForOperation(key.token, webhookId, started.body.data.id, (op) => op.matched === 9);
+    const manual = await h.request('POST', `${BASE}/webhooks/${webhookId}/deliveries/${ids[8]}/retry`, { token: key.token });
     expect(manual.status).toBe(202);
     const done = await waitForOperation(key.token, webhookId, started.body.data.id, (op) => op.status !== 'running');
     expect(done).toEqual({ id: started.body.data.id, status: 'completed', matched: 9, retried: 8, skipped: 1 });
     for (const id of ids) await waitForDelivery(h, key.token, webhookId, id, (d) => d.status === 'delivered');
     expect(answeredOk.map((request) => request.id).sort()).toEqual([...ids].sort());
-    // At most RATE a second: the operation's 8 sends span at least 7 / RATE seconds (less a margin).
     const byOperation = answeredOk.filter((request) => request.id !== ids[8]).map((request) => request.at);
-    expect(Math.max(...byOperation) - Math.min(...byOperation)).toBeGreaterThan(((byOperation.length - 1) / RATE) * 1000 * 0.8);
+    expect(spanMs(byOperation)).toBeGreaterThan(minimumSpanMs(byOperation.length));
   }, 120_000);
 
   it('stops after the delivery in hand when cancelled, and records itself cancelled with the count it reached', async () => {
@@ -90,8 +127,8 @@ describe('POST /webhooks/{id}/deliveries/retry', () => {
     const { key, webhookId, ids } = await deadLettered(6);
     receiver.behave(() => ({ status: 200 }));
     const webhook = await findWebhook(h.db, webhookId);
-    const operation = await createRetryOperation(h.db, { projectId: key.projectId, webhookId, statuses: ['dead_letter'], until: new Date() });
-    // Pages of 2 deliveries, 2 pages per run: the first run handles 4 and continues as new; the
+    const operation = (await createRetryOperation(h.db, { projectId: key.projectId, webhookId, statuses: ['dead_letter'], until: new Date() }, 3)) as OperationView;
+    // Steps of 2 deliveries, 2 steps per run: the first run handles 4 and continues as new; the
     // second handles the last 2, finds none left and completes the operation.
     const handle = await h.client.workflow.start(bulkRetryWorkflow, {
       workflowId: operation.id,
@@ -111,6 +148,65 @@ describe('POST /webhooks/{id}/deliveries/retry', () => {
     expect(await runStatuses()).toEqual(finalRuns);
     expect(await findOperation(h.db, webhook!.id, operation.id)).toMatchObject({ status: 'completed', matched: 6, retried: 6, skipped: 0 });
     for (const id of ids) await waitForDelivery(h, key.token, webhookId, id, (d) => d.status === 'delivered');
+  }, 120_000);
+
+  it("refuses a second running operation on a webhook, naming the running one, and more than the project's limit of running operations", async () => {
+    receiver.behave(() => ({ status: 200 }));
+    const first = await createWebhookFor(h, receiver.url);
+    const other = await anotherWebhook(first.key);
+    const third = await anotherWebhook(first.key);
+    // Enough dead letters that the operations run for a while (RATE a second, shared by the project's).
+    for (const { webhookId } of [first, other]) await seededDeadLetters(first.key, webhookId, 40);
+    const running = await h.request('POST', `${BASE}/webhooks/${first.webhookId}/deliveries/retry`, { token: first.key.token });
+    expect(running.status).toBe(202);
+    const second = await h.request('POST', `${BASE}/webhooks/${first.webhookId}/deliveries/retry`, { token: first.key.token });
+    expect(second.status).toBe(409);
+    expect(second.body.error).toEqual({ code: 'conflict', message: expect.stringContaining(`operation ${running.body.data.id} is already retrying deliveries of webhook ${first.webhookId}`) });
+
+    // The project's other webhooks: MAX_PER_PROJECT operations run at once, the next is refused.
+    expect((await h.request('POST', `${BASE}/webhooks/${other.webhookId}/deliveries/retry`, { token: first.key.token })).status).toBe(202);
+    const over = await h.request('POST', `${BASE}/webhooks/${third.webhookId}/deliveries/retry`, { token: first.key.token });
+    expect(over.status).toBe(409);
+    expect(over.body.error.message).toBe(`project ${first.key.projectId} has ${MAX_PER_PROJECT} bulk retries running, its limit: wait until one ends`);
+    // Another project is not held back by this one's.
+    const elsewhere = await createWebhookFor(h, receiver.url);
+    expect((await h.request('POST', `${BASE}/webhooks/${elsewhere.webhookId}/deliveries/retry`, { token: elsewhere.key.token })).status).toBe(202);
+
+    // Once the first ends, its webhook may have another.
+    await h.request('DELETE', `${BASE}/webhooks/${first.webhookId}/operations/${running.body.data.id}`, { token: first.key.token });
+    await waitForOperation(first.key.token, first.webhookId, running.body.data.id, (op) => op.status !== 'running');
+    expect((await h.request('POST', `${BASE}/webhooks/${first.webhookId}/deliveries/retry`, { token: first.key.token })).status).toBe(202);
+  }, 120_000);
+
+  it("shares BULK_RETRY_RATE among a project's operations, paces them with workflow timers (no activity waits in a worker slot) under the project's fairness key", async () => {
+    const a = await createWebhookFor(h, receiver.url);
+    const b = await anotherWebhook(a.key);
+    for (const { webhookId } of [a, b]) await seededDeadLetters(a.key, webhookId, 4);
+    const seeded = new Set(await seededDeliveries([a.webhookId, b.webhookId]));
+    const answered: number[] = [];
+    receiver.behave((request) => {
+      if (seeded.has(String(request.headers['x-service-delivery-id']))) answered.push(request.receivedAt);
+      return { status: 200 };
+    });
+    const ids = [];
+    for (const { webhookId } of [a, b]) {
+      const started = await h.request('POST', `${BASE}/webhooks/${webhookId}/deliveries/retry`, { token: a.key.token });
+      expect(started.status).toBe(202);
+      ids.push({ webhookId, operationId: started.body.data.id as string });
+    }
+    for (const { webhookId, operationId } of ids) await waitForOperation(a.key.token, webhookId, operationId, (op) => op.status === 'completed' && op.retried === 4);
+    // Together at most RATE a second (each alone would have gone at RATE: all 8 within a second).
+    expect(answered).toHaveLength(8);
+    expect(spanMs(answered)).toBeGreaterThan(minimumSpanMs(answered.length));
+
+    const history = await h.client.workflow.getHandle(ids[0]!.operationId).fetchHistory();
+    const events = history.events ?? [];
+    const steps = events.filter((event) => event.activityTaskScheduledEventAttributes?.activityType?.name === 'retryOperationStep');
+    expect(steps.length).toBeGreaterThan(1);
+    // The waits between steps are the workflow's timers, not sleeps inside the activities.
+    expect(events.filter((event) => event.timerStartedEventAttributes).length).toBeGreaterThanOrEqual(steps.length - 2);
+    for (const step of steps) expect(step.activityTaskScheduledEventAttributes?.priority?.fairnessKey).toBe(a.key.projectId);
+    expect(events[0]!.workflowExecutionStartedEventAttributes?.priority?.fairnessKey).toBe(a.key.projectId);
   }, 120_000);
 
   it('refuses a bad body with the v2 error, and answers 404 for an unknown operation', async () => {

@@ -88,6 +88,7 @@ describe('the global producer token', () => {
       scheduler: h.scheduler,
       secretBox: h.secretBox,
       producerToken: parseConfig({}).eventProducerToken,
+      admission: parseConfig({}).admission,
       logger: createLogger('silent'),
       metrics: h.metrics,
     });

@@ -27,6 +27,8 @@ export interface HarnessOptions {
   delivery?: { timeoutMs?: number; allowPrivateTargets?: boolean; caFile?: string };
   /** Send capacity of that worker (the *_MAX_IN_FLIGHT settings, CIRCUIT_BREAKER_THRESHOLD); the configuration's defaults otherwise. */
   flow?: Partial<ReturnType<typeof parseConfig>['flow']>;
+  /** What one project may put into the service (publish quota, webhooks, bulk retries); the configuration's defaults otherwise. */
+  admission?: Partial<ReturnType<typeof parseConfig>['admission']>;
   /** Activity slots of that worker (the SDK's maxConcurrentActivityTaskExecutions); the SDK's default otherwise. */
   activitySlots?: number;
 }
@@ -78,7 +80,8 @@ export async function startHarness(options: HarnessOptions = {}) {
     }),
   );
   const metrics = createMetrics();
-  const deps = { db: database.db, temporal: client, scheduler, secretBox, producerToken, logger, metrics };
+  const admission = { ...parseConfig({}).admission, ...options.admission };
+  const deps = { db: database.db, temporal: client, scheduler, secretBox, producerToken, admission, logger, metrics };
   const app = createApp(deps);
 
   let worker: DeliveryWorker | undefined;

@@ -2,7 +2,7 @@ import { createRoute, z } from '@hono/zod-openapi';
 import { publishEvent } from '../../events/publish.ts';
 import { PublishEventSchema } from '../../events/schema.ts';
 import { requireProducer } from '../auth.ts';
-import { ApiError } from '../errors.ts';
+import { ApiError, rateLimited } from '../errors.ts';
 import { envelope } from '../schemas.ts';
 import { createRouter } from '../validation.ts';
 import { errorResponses, jsonBody, SECURITY_SCHEMES, success } from './shared.ts';
@@ -25,7 +25,7 @@ eventsRouter.openapi(
     request: { body: jsonBody(PublishEventSchema) },
     responses: {
       202: success(envelope(PublishedSchema), 'Accepted: every delivery is stored and its workflow started'),
-      ...errorResponses(400, 401, 403),
+      ...errorResponses(400, 401, 403, 429),
     },
   }),
   async (c) => {
@@ -34,6 +34,8 @@ eventsRouter.openapi(
     if (scope !== undefined && input.project_id !== scope) {
       throw new ApiError('forbidden', `project_id: this producer key publishes for project ${scope} only`);
     }
+    const quota = await c.var.quota.take(input.project_id);
+    if (!quota.granted) throw rateLimited(input.project_id, quota.retryAfterMs);
     const published = await publishEvent(c.var.deps, input);
     if (published.created) c.var.deps.metrics.eventsAccepted.inc();
     c.var.logger.info(

@@ -47,7 +47,7 @@ export const operationsRouter = createRouter()
           getOperation: STARTED_OPERATION,
           cancelOperation: STARTED_OPERATION,
         }),
-        ...errorResponses(400, 401, 403, 404),
+        ...errorResponses(400, 401, 403, 404, 409),
       },
     }),
     async (c) => {
@@ -57,25 +57,30 @@ export const operationsRouter = createRouter()
       const { db, scheduler } = c.var.deps;
       const now = new Date();
       const until = body.until && Date.parse(body.until) < now.getTime() ? new Date(body.until) : now;
-      const operation = await createRetryOperation(db, {
-        projectId: webhook.projectId,
-        webhookId: webhook.id,
-        statuses: body.status ?? ['dead_letter'],
-        since: body.since ? new Date(body.since) : undefined,
-        until,
-      });
+      const created = await createRetryOperation(
+        db,
+        { projectId: webhook.projectId, webhookId: webhook.id, statuses: body.status ?? ['dead_letter'], since: body.since ? new Date(body.since) : undefined, until },
+        c.var.deps.admission.maxBulkRetries,
+      );
+      if ('running' in created) {
+        throw new ApiError('conflict', `operation ${created.running} is already retrying deliveries of webhook ${webhook.id}: cancel it, or wait until it ends`);
+      }
+      if ('projectLimit' in created) {
+        throw new ApiError('conflict', `project ${webhook.projectId} has ${created.projectLimit} bulk retries running, its limit: wait until one ends`);
+      }
+      const operation = created;
       try {
         await scheduler.startRetryOperation(operation);
       } catch (error) {
-        // The deliveries were not touched: the operation is kept, as failed, for the record.
+        // No delivery was touched: the operation is kept, as failed, for the record.
         await finishOperation(db, operation.id, 'failed');
         throw error;
       }
-      c.var.logger.info({ operationId: operation.id, matched: operation.matched }, 'bulk retry operation started');
+      c.var.logger.info({ operationId: operation.id }, 'bulk retry operation started');
       return c.json(
         {
           data: { id: operation.id, status: operation.status, matched: operation.matched },
-          message: `Retrying ${operation.matched} deliver${operation.matched === 1 ? 'y' : 'ies'} of webhook ${webhook.id}`,
+          message: `Retrying the deliveries of webhook ${webhook.id} that match; follow the operation for how many`,
           meta: { request_id: c.var.requestId },
         },
         202,

@@ -48,7 +48,8 @@ const ERROR_DESCRIPTIONS: Record<number, string> = {
   401: 'invalid_api_key / unauthorized: missing, malformed, unknown or revoked credential',
   403: 'service_not_enabled / forbidden: the key lacks the service, or the resource is another project\'s',
   404: 'not_found: no such webhook or delivery',
-  409: 'conflict: the delivery is not in a retryable status, or the webhook is disabled (test events)',
+  409: 'conflict: the delivery is not in a retryable status, the webhook is disabled (test events), a bulk retry of the webhook is running or the project is at its limit of bulk retries or webhooks (the message says which)',
+  429: "rate_limited (an extension of the v2 catalogue): the project publishes faster than its quota; nothing was stored. Retry-After says when to try again",
   503: 'service_unavailable: a dependency is down; retry later',
 };
 
@@ -57,6 +58,12 @@ export const errorResponses = (...statuses: number[]) =>
   Object.fromEntries(
     statuses.map((status) => [
       status,
-      { description: ERROR_DESCRIPTIONS[status] ?? 'error', content: { 'application/json': { schema: ErrorSchema } } },
+      {
+        description: ERROR_DESCRIPTIONS[status] ?? 'error',
+        ...(status === 429 && {
+          headers: { 'Retry-After': { description: 'Seconds to wait before publishing again', schema: { type: 'integer', minimum: 1 } } },
+        }),
+        content: { 'application/json': { schema: ErrorSchema } },
+      },
     ]),
   );

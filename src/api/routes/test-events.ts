@@ -1,7 +1,7 @@
 import { createRoute, z } from '@hono/zod-openapi';
 import { publishTestEvent } from '../../events/publish.ts';
 import { ownedWebhook } from '../auth.ts';
-import { ApiError } from '../errors.ts';
+import { ApiError, rateLimited } from '../errors.ts';
 import { envelope, IdParamsSchema } from '../schemas.ts';
 import { createRouter } from '../validation.ts';
 import { errorResponses, success } from './shared.ts';
@@ -24,7 +24,7 @@ export const testEventsRouter = createRouter().openapi(
       202: success(envelope(TestEventSchema), 'Accepted: the delivery is stored and its workflow started', {
         getDelivery: { id: '$request.path.id', delivery_id: '$response.body#/data/delivery_id' },
       }),
-      ...errorResponses(401, 403, 404, 409),
+      ...errorResponses(401, 403, 404, 409, 429),
     },
   }),
   async (c) => {
@@ -32,6 +32,9 @@ export const testEventsRouter = createRouter().openapi(
     if (webhook.status !== 'active') {
       throw new ApiError('conflict', `webhook ${webhook.id} is disabled; set its status to active to send a test event`);
     }
+    // Test events count toward the project's publish quota, as its producers' events do.
+    const quota = await c.var.quota.take(webhook.projectId);
+    if (!quota.granted) throw rateLimited(webhook.projectId, quota.retryAfterMs);
     const published = await publishTestEvent(c.var.deps, webhook.projectId, webhook.id);
     const [deliveryId] = published.deliveryIds;
     // Disabled or deleted between the check and the insert: nothing was queued.

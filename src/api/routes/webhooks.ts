@@ -1,6 +1,6 @@
 import { createRoute, z } from '@hono/zod-openapi';
 import { findActiveApiKey } from '../../db/queries/api-keys.ts';
-import { deleteWebhook, insertWebhook, listWebhooks, updateWebhook } from '../../db/queries/webhooks.ts';
+import { deleteWebhook, insertWebhookWithinLimit, listWebhooks, updateWebhook } from '../../db/queries/webhooks.ts';
 import { generateWebhookSecret } from '../../secrets.ts';
 import { openWebhookHeaders } from '../../webhook-secrets.ts';
 import { ownedWebhook } from '../auth.ts';
@@ -9,7 +9,9 @@ import { webhookListItem, webhookResource } from '../presenters.ts';
 import {
   CreateWebhookSchema,
   IdParamsSchema,
+  ListMetaSchema,
   UpdateWebhookSchema,
+  WebhookListQuerySchema,
   WebhookListItemSchema,
   WebhookSchema,
   WebhookWithSecretSchema,
@@ -31,7 +33,7 @@ export const webhooksRouter = createRouter()
       request: { body: jsonBody(CreateWebhookSchema) },
       responses: {
         201: success(envelope(WebhookWithSecretSchema), 'The webhook, with its signing secret shown once', webhookLinks('$response.body#/data/id')),
-        ...errorResponses(400, 401, 403),
+        ...errorResponses(400, 401, 403, 409),
       },
     }),
     async (c) => {
@@ -43,14 +45,17 @@ export const webhooksRouter = createRouter()
       }
       const secret = generateWebhookSecret();
       const headers = body.headers ?? {};
-      const row = await insertWebhook(db, secretBox, projectId, {
-        apiKeyId: body.api_key_id,
-        url: body.url,
-        events: body.events,
-        headers,
-        rateLimit: body.rate_limit,
-        secret,
-      });
+      const created = await insertWebhookWithinLimit(
+        db,
+        secretBox,
+        projectId,
+        { apiKeyId: body.api_key_id, url: body.url, events: body.events, headers, rateLimit: body.rate_limit, secret },
+        c.var.deps.admission.maxWebhooks,
+      );
+      if ('limit' in created) {
+        throw new ApiError('conflict', `project ${projectId} has ${created.limit} webhooks, its limit: delete one before creating another`);
+      }
+      const row = created.webhook;
       c.var.logger.info({ webhookId: row.id }, 'webhook created');
       return c.json(
         {
@@ -68,19 +73,22 @@ export const webhooksRouter = createRouter()
       path: '/webhooks',
       operationId: 'listWebhooks',
       tags,
-      summary: "List the project's webhooks",
+      summary: "List the project's webhooks, oldest first (cursor pagination)",
+      request: { query: WebhookListQuerySchema },
       responses: {
-        200: success(envelope(z.array(WebhookListItemSchema)), 'Webhooks of the project, oldest first', webhookLinks('$response.body#/data/0/id')),
-        ...errorResponses(401, 403),
+        200: success(envelope(z.array(WebhookListItemSchema), ListMetaSchema), 'A page of the webhooks of the project, oldest first', webhookLinks('$response.body#/data/0/id')),
+        ...errorResponses(400, 401, 403),
       },
     }),
     async (c) => {
-      const rows = await listWebhooks(c.var.deps.db, c.var.apiKey.projectId);
+      const query = c.req.valid('query');
+      const page = await listWebhooks(c.var.deps.db, c.var.apiKey.projectId, { limit: query.limit, startingAfter: query.starting_after });
+      const last = page.rows.at(-1);
       return c.json(
         {
-          data: rows.map(webhookListItem),
-          message: `${rows.length} webhook${rows.length === 1 ? '' : 's'}`,
-          meta: { request_id: c.var.requestId },
+          data: page.rows.map(webhookListItem),
+          message: `${page.rows.length} webhook${page.rows.length === 1 ? '' : 's'}`,
+          meta: { request_id: c.var.requestId, has_more: page.hasMore, ...(page.hasMore && last ? { next_cursor: last.id } : {}) },
         },
         200,
       );

@@ -72,6 +72,8 @@ export async function recordEvent(db: Database, box: SecretBox, input: NewEvent)
             ${stored.occurredAt.toISOString()}::timestamptz, ${stored.payloadSealed}, ${stored.requestIdHash}, ${at}, ${stored.traceparent})
     on conflict (project_id, producer_event_id) do nothing
     returning id`;
+  // The deliveries go as two array parameters, whatever the number of webhooks (a parameter per
+  // value would stop at PostgreSQL's 65,535 parameters: about 32,000 webhooks).
   const inserted = await queryRows<{ id: string }>(
     db,
     targets.length === 0
@@ -80,10 +82,8 @@ export async function recordEvent(db: Database, box: SecretBox, input: NewEvent)
         with inserted as (${insertEvent}), created as (
           insert into deliveries (id, webhook_id, event_id, event, status, attempt_count, created_at, updated_at)
           select target.delivery_id, target.webhook_id, inserted.id, ${stored.event}, 'pending', 0, ${at}, ${at}
-          from inserted cross join (values ${sql.join(
-            targets.map((target) => sql`(${target.deliveryId}, ${target.webhookId})`),
-            sql`, `,
-          )}) as target (delivery_id, webhook_id)
+          from inserted cross join unnest(${idArray(targets.map((target) => target.deliveryId))}::text[],
+                                          ${idArray(targets.map((target) => target.webhookId))}::text[]) as target (delivery_id, webhook_id)
         )
         select id from inserted`,
   );
@@ -94,6 +94,15 @@ export async function recordEvent(db: Database, box: SecretBox, input: NewEvent)
     .from(events)
     .where(and(eq(events.projectId, stored.projectId), eq(events.producerEventId, stored.producerEventId)));
   return { event: existing!, deliveries: await deliveriesOf(db, existing!.id), created: false };
+}
+
+/**
+ * Service identifiers (`dlv_…`, `wh_…`: letters, digits and `_`) as one PostgreSQL array literal,
+ * a single parameter whatever their number.
+ */
+function idArray(ids: readonly string[]): string {
+  for (const id of ids) if (!/^[a-z]+_[0-9a-z]+$/.test(id)) throw new Error(`not a service identifier: ${id}`);
+  return `{${ids.join(',')}}`;
 }
 
 /** The deliveries of an event in webhook order, the order `recordEvent` creates them in. */

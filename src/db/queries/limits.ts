@@ -2,20 +2,53 @@ import { asc, eq, sql } from 'drizzle-orm';
 import { queryRows, type Database } from '../client.ts';
 import { destinationLimits, projectLimits } from '../schema.ts';
 
-/** What the operator may set for one project or one destination (`npm run cli -- limits`). */
+/** What the operator may set for one destination (`npm run cli -- limits`); null: the configured default. */
 export interface LimitOverrides {
-  /** Sends in flight at most; null: the configured default. */
+  /** Sends in flight at most. */
   maxInFlight?: number | null;
 }
 
-/** One scope's overrides as stored. */
+/** What the operator may set for one project; null: the configured default. */
+export interface ProjectLimitOverrides extends LimitOverrides {
+  /** Events per second it may publish. */
+  publishRate?: number | null;
+  /** Events it may publish at once above its rate. */
+  publishBurst?: number | null;
+  /** Webhooks it may have. */
+  maxWebhooks?: number | null;
+}
+
+/** One scope's overrides as stored (a destination has `maxInFlight` only). */
 export interface StoredLimits {
   scope: 'project' | 'destination';
   /** The project id, or the destination as `host:port`. */
   name: string;
   maxInFlight: number | null;
+  publishRate: number | null;
+  publishBurst: number | null;
+  maxWebhooks: number | null;
   updatedAt: Date;
 }
+
+const projectStored = (row: typeof projectLimits.$inferSelect): StoredLimits => ({
+  scope: 'project',
+  name: row.projectId,
+  maxInFlight: row.maxInFlight,
+  publishRate: row.publishRate,
+  publishBurst: row.publishBurst,
+  maxWebhooks: row.maxWebhooks,
+  updatedAt: row.updatedAt,
+});
+
+const destinationStored = (row: typeof destinationLimits.$inferSelect): StoredLimits => ({
+  scope: 'destination',
+  name: row.destination,
+  maxInFlight: row.maxInFlight,
+  publishRate: null,
+  publishBurst: null,
+  maxWebhooks: null,
+  updatedAt: row.updatedAt,
+});
 
 /**
  * The destination a host, `host:port` or URL names, as sends are counted: the same function
@@ -31,14 +64,14 @@ export async function destinationOf(db: Database, value: string): Promise<string
 }
 
 /** Sets (upserts) the overrides of a project; a field left undefined keeps its value, null clears it. */
-export async function setProjectLimits(db: Database, projectId: string, overrides: LimitOverrides): Promise<StoredLimits> {
+export async function setProjectLimits(db: Database, projectId: string, overrides: ProjectLimitOverrides): Promise<StoredLimits> {
   const values = { ...overrides, updatedAt: new Date() };
   const [row] = await db
     .insert(projectLimits)
     .values({ projectId, ...values })
     .onConflictDoUpdate({ target: projectLimits.projectId, set: values })
     .returning();
-  return { scope: 'project', name: row!.projectId, maxInFlight: row!.maxInFlight, updatedAt: row!.updatedAt };
+  return projectStored(row!);
 }
 
 /** Sets (upserts) the overrides of a destination (`host:port`, see {@link destinationOf}). */
@@ -49,7 +82,7 @@ export async function setDestinationLimits(db: Database, destination: string, ov
     .values({ destination, ...values })
     .onConflictDoUpdate({ target: destinationLimits.destination, set: values })
     .returning();
-  return { scope: 'destination', name: row!.destination, maxInFlight: row!.maxInFlight, updatedAt: row!.updatedAt };
+  return destinationStored(row!);
 }
 
 /** Removes every override of a project, or of a destination; answers whether there were any. */
@@ -65,8 +98,5 @@ export async function resetLimits(db: Database, scope: StoredLimits['scope'], na
 export async function listLimits(db: Database): Promise<StoredLimits[]> {
   const projects = await db.select().from(projectLimits).orderBy(asc(projectLimits.projectId));
   const destinations = await db.select().from(destinationLimits).orderBy(asc(destinationLimits.destination));
-  return [
-    ...projects.map((row) => ({ scope: 'project' as const, name: row.projectId, maxInFlight: row.maxInFlight, updatedAt: row.updatedAt })),
-    ...destinations.map((row) => ({ scope: 'destination' as const, name: row.destination, maxInFlight: row.maxInFlight, updatedAt: row.updatedAt })),
-  ];
+  return [...projects.map(projectStored), ...destinations.map(destinationStored)];
 }

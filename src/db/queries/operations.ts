@@ -1,7 +1,7 @@
-import { and, asc, eq, inArray, isNull, sql } from 'drizzle-orm';
+import { and, asc, desc, eq, inArray, isNull, sql } from 'drizzle-orm';
 import { queryRows, type Database } from '../client.ts';
 import { deliveries, operationDeliveries, operations, type DeliveryStatus, type OperationRow, type OperationStatus } from '../schema.ts';
-import { newId } from '../../ids.ts';
+import { firstIdAt, newId } from '../../ids.ts';
 
 /** What a bulk retry matches: deliveries of one webhook in these statuses, created in [since, until). */
 export interface RetryFilter {
@@ -17,17 +17,37 @@ export interface OperationView extends OperationRow {
   skipped: number;
 }
 
+/** Why a bulk retry could not be created. */
+export type OperationRefusal =
+  /** The webhook has a running operation already: this one. */
+  | { running: string }
+  /** The project has as many running operations as it may. */
+  | { projectLimit: number };
+
 /**
- * Creates a running bulk retry operation and records, in the same transaction, every delivery
- * it matches now (later pages retry exactly these, or skip those that moved on).
+ * Creates a running bulk retry operation of a webhook: its filter only, no delivery yet (its
+ * workflow selects the matching deliveries in pages). Refused while the webhook has a running
+ * operation, or the project `maxPerProject` of them; the checks and the insert run under a lock
+ * of the project's (a transaction-scoped advisory lock), so requests arriving together cannot
+ * pass them, and other projects never wait on it.
  */
 export async function createRetryOperation(
   db: Database,
   input: { projectId: string; webhookId: string } & RetryFilter,
-): Promise<OperationView> {
+  maxPerProject: number,
+): Promise<OperationView | OperationRefusal> {
   const now = new Date();
   const id = newId('operation', now.getTime());
   return db.transaction(async (tx) => {
+    await tx.execute(sql`select pg_advisory_xact_lock(hashtextextended(${`operations:${input.projectId}`}, 0))`);
+    // A statement of its own after the lock: it sees what the requests before it committed.
+    const [running] = await queryRows<{ webhook_running: string | null; project_running: number }>(
+      tx,
+      sql`select (select id from operations where project_id = ${input.projectId} and webhook_id = ${input.webhookId} and status = 'running' limit 1) as webhook_running,
+                 (select count(*)::int from operations where project_id = ${input.projectId} and status = 'running') as project_running`,
+    );
+    if (running!.webhook_running) return { running: running!.webhook_running };
+    if (running!.project_running >= maxPerProject) return { projectLimit: maxPerProject };
     const [operation] = await tx
       .insert(operations)
       .values({
@@ -38,24 +58,55 @@ export async function createRetryOperation(
         since: input.since ?? null,
         until: input.until,
         status: 'running',
+        selectionComplete: false,
         createdAt: now,
       })
       .returning();
-    const statuses = sql.join(input.statuses.map((status) => sql`${status}`), sql`, `);
-    const matched = await queryRows<{ n: number }>(
-      tx,
-      sql`
-        with inserted as (
-          insert into operation_deliveries (operation_id, delivery_id, state)
-          select ${id}, id, 'matched' from deliveries
-          where webhook_id = ${input.webhookId} and status in (${statuses})
-            and created_at < ${input.until.toISOString()}::timestamptz
-            ${input.since ? sql`and created_at >= ${input.since.toISOString()}::timestamptz` : sql``}
-          returning 1)
-        select count(*)::int as n from inserted`,
-    );
-    return { ...operation!, matched: matched[0]!.n, retried: 0, skipped: 0 };
+    return { ...operation!, matched: 0, retried: 0, skipped: 0 };
   });
+}
+
+/**
+ * Selects the next `pageSize` deliveries the operation matches, after its cursor in id order,
+ * into `operation_deliveries`, and moves the cursor on (marking the selection complete on a short
+ * page). Each status is one range of `deliveries_webhook_status_idx`, bounded by the ids of the
+ * filter's times, so a page reads what it selects. Safe to repeat: a delivery selected twice is
+ * recorded once. Returns how many it selected.
+ */
+export async function selectOperationPage(db: Database, operation: OperationRow, pageSize: number): Promise<number> {
+  const after = operation.selectionCursor ?? firstIdAt('delivery', operation.since?.getTime() ?? 0);
+  const before = firstIdAt('delivery', operation.until.getTime() + 1);
+  const ranges = operation.statuses.map(
+    (status) => sql`(select id, created_at from deliveries
+      where webhook_id = ${operation.webhookId} and status = ${status} and id > ${after} and id < ${before}
+      order by id limit ${pageSize})`,
+  );
+  const [page] = await queryRows<{ selected: number; last: string | null }>(
+    db,
+    sql`with page as (
+          select id from (${sql.join(ranges, sql` union all `)}) as candidate
+          where created_at < ${operation.until.toISOString()}::timestamptz
+            ${operation.since ? sql`and created_at >= ${operation.since.toISOString()}::timestamptz` : sql``}
+          order by id limit ${pageSize}
+        ), recorded as (
+          insert into operation_deliveries (operation_id, delivery_id, state)
+          select ${operation.id}, id, 'matched' from page
+          on conflict do nothing
+        ), moved as (
+          update operations
+          set selection_cursor = coalesce((select max(id) from page), selection_cursor),
+              selection_complete = (select count(*) from page) < ${pageSize}
+          where id = ${operation.id}
+        )
+        select (select count(*)::int from page) as selected, (select max(id) from page) as last`,
+  );
+  return page!.selected;
+}
+
+/** Running bulk retry operations of a project: they share its BULK_RETRY_RATE. */
+export async function runningOperationsOf(db: Database, projectId: string): Promise<number> {
+  const [row] = await queryRows<{ n: number }>(db, sql`select count(*)::int as n from operations where project_id = ${projectId} and status = 'running'`);
+  return row!.n;
 }
 
 /** An operation of a webhook, with its counts. */
@@ -75,14 +126,18 @@ export async function findOperation(db: Database, webhookId: string, id: string)
   return { ...operation, matched, retried: count('retried'), skipped: count('skipped') };
 }
 
-/** The next deliveries an operation has still to handle (matched or queued), in id order, with their state and event. */
-export async function pendingOperationItems(db: Database, operationId: string, limit: number) {
+/**
+ * The next deliveries an operation has still to handle, with their state and event: those queued
+ * but not yet signalled (an earlier attempt stopped in between) first, then those matched, in id
+ * order.
+ */
+export async function pendingOperationItems(db: Database, operationId: string, limit: number, states: ('matched' | 'queued')[] = ['queued', 'matched']) {
   return db
     .select({ deliveryId: operationDeliveries.deliveryId, state: operationDeliveries.state, event: deliveries.event })
     .from(operationDeliveries)
     .innerJoin(deliveries, eq(deliveries.id, operationDeliveries.deliveryId))
-    .where(and(eq(operationDeliveries.operationId, operationId), inArray(operationDeliveries.state, ['matched', 'queued'])))
-    .orderBy(asc(operationDeliveries.deliveryId))
+    .where(and(eq(operationDeliveries.operationId, operationId), inArray(operationDeliveries.state, states)))
+    .orderBy(desc(sql`${operationDeliveries.state} = 'queued'`), asc(operationDeliveries.deliveryId))
     .limit(limit);
 }
 

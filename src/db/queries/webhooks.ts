@@ -1,5 +1,5 @@
-import { and, asc, eq, ne, sql } from 'drizzle-orm';
-import type { Database } from '../client.ts';
+import { and, asc, eq, gt, ne, sql } from 'drizzle-orm';
+import { queryRows, type Database } from '../client.ts';
 import { preparedPerDatabase } from '../prepared.ts';
 import { deliveries, sendPlaces, webhooks, type WebhookRow } from '../schema.ts';
 import { newId } from '../../ids.ts';
@@ -44,9 +44,45 @@ export async function insertWebhook(
   return row!;
 }
 
-/** The webhooks of a project, oldest first. */
-export async function listWebhooks(db: Database, projectId: string): Promise<WebhookRow[]> {
-  return db.select().from(webhooks).where(eq(webhooks.projectId, projectId)).orderBy(asc(webhooks.id));
+/**
+ * Inserts a new webhook of a project unless the project has reached its limit of webhooks (the
+ * operator's `project_limits.max_webhooks`, else `defaultMax`). The count and the insert run
+ * under a lock of the project's (a transaction-scoped advisory lock), so requests arriving
+ * together cannot pass the limit; other projects never wait on it.
+ */
+export async function insertWebhookWithinLimit(
+  db: Database,
+  box: SecretBox,
+  projectId: string,
+  input: WebhookInput & { secret: string },
+  defaultMax: number,
+): Promise<{ webhook: WebhookRow } | { limit: number }> {
+  return db.transaction(async (tx) => {
+    await tx.execute(sql`select pg_advisory_xact_lock(hashtextextended(${`webhooks:${projectId}`}, 0))`);
+    // A statement of its own after the lock: it sees what the requests before it committed.
+    const [row] = await queryRows<{ count: number; limit: number }>(
+      tx,
+      sql`select (select count(*)::int from webhooks where project_id = ${projectId}) as count,
+                 coalesce((select max_webhooks from project_limits where project_id = ${projectId}), ${defaultMax}::int) as limit`,
+    );
+    if (row!.count >= row!.limit) return { limit: row!.limit };
+    return { webhook: await insertWebhook(tx, box, projectId, input) };
+  });
+}
+
+/** A page of a project's webhooks, oldest first, after the webhook `startingAfter`. */
+export async function listWebhooks(
+  db: Database,
+  projectId: string,
+  page: { limit: number; startingAfter?: string | undefined },
+): Promise<{ rows: WebhookRow[]; hasMore: boolean }> {
+  const rows = await db
+    .select()
+    .from(webhooks)
+    .where(and(eq(webhooks.projectId, projectId), page.startingAfter ? gt(webhooks.id, page.startingAfter) : undefined))
+    .orderBy(asc(webhooks.id))
+    .limit(page.limit + 1);
+  return { rows: rows.slice(0, page.limit), hasMore: rows.length > page.limit };
 }
 
 /** A webhook by id, whatever its project. */

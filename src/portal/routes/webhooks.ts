@@ -72,8 +72,12 @@ async function confirmationPage(
 export function webhookPages(appFetch: AppFetch) {
   return new Hono<PortalEnv>()
     .get('/', async (c) => {
-      const { data } = await answered(portalApi(c, appFetch).GET('/api-gateway/v2/webhooks'));
-      return render(c, { title: 'Webhook endpoints' }, webhookList(data));
+      const startingAfter = c.req.query('starting_after') || undefined;
+      // The API validates the cursor; a bad one is its 400 with its message.
+      const { data, meta } = await answered(
+        portalApi(c, appFetch).GET('/api-gateway/v2/webhooks', { params: { query: { ...(startingAfter && { starting_after: startingAfter }) } as { limit?: number } } }),
+      );
+      return render(c, { title: 'Webhook endpoints' }, webhookList(data, { startingAfter, nextCursor: meta.next_cursor }));
     })
     .get('/webhooks/new', (c) =>
       render(c, { title: 'Add endpoint', breadcrumbs: HOME }, webhookForm(pageSession(c), `${PORTAL_BASE}/webhooks`, { url: '', events: ['docauth.completed'], headers: '', rateLimit: '' }, 'Add endpoint')),

@@ -11,11 +11,15 @@ type WebhookListItem = components['schemas']['WebhookListItem'];
 export const webhookPath = (id: string) => `${PORTAL_BASE}/webhooks/${encodeURIComponent(id)}`;
 
 /** The webhooks of the project, with the way to add one. */
-export function webhookList(webhooks: WebhookListItem[]): Markup {
+export function webhookList(webhooks: WebhookListItem[], page: { startingAfter?: string | undefined; nextCursor?: string | undefined } = {}): Markup {
   const add = html`<p><a class="button primary" href="${PORTAL_BASE}/webhooks/new">Add endpoint</a></p>`;
-  if (webhooks.length === 0) {
+  if (webhooks.length === 0 && !page.startingAfter) {
     return html`<p>No endpoints yet. Add the HTTPS address where your system should receive events.</p>${add}`;
   }
+  const pages = html`<nav aria-label="Endpoint pages" class="pager">
+    ${page.startingAfter ? html`<a href="${PORTAL_BASE}">First endpoints</a>` : ''}
+    ${page.nextCursor ? html`<a href="${PORTAL_BASE}?starting_after=${page.nextCursor}" rel="next">More endpoints</a>` : ''}
+  </nav>`;
   return html`${add}
 <div class="table-wrap">
 <table class="stack">
@@ -34,7 +38,8 @@ export function webhookList(webhooks: WebhookListItem[]): Markup {
   )}
   </tbody>
 </table>
-</div>`;
+</div>
+${page.startingAfter || page.nextCursor ? pages : ''}`;
 }
 
 /** What the endpoint form holds: the last submitted values, or the webhook's. */

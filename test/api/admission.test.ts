@@ -1,0 +1,155 @@
+import { eq, sql } from 'drizzle-orm';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { queryRows } from '../../src/db/client.ts';
+import { recordEvent } from '../../src/db/queries/events.ts';
+import { setProjectLimits } from '../../src/db/queries/limits.ts';
+import { createRetryOperation, selectOperationPage, type OperationView } from '../../src/db/queries/operations.ts';
+import { events, operationDeliveries, operations } from '../../src/db/schema.ts';
+import { BASE, createWebhookFor, waitForDelivery } from '../delivery/support.ts';
+import { docauthData, startHarness, type Harness } from '../support/harness.ts';
+import { startHttpsReceiver, type HttpsReceiver } from '../support/https-receiver.ts';
+
+/*
+ * What one project may put into the service: its publish quota at the producers' door (test
+ * events included), its webhooks, and lists and fan-outs that stay bounded.
+ */
+
+const QUOTA = { rate: 2, burst: 3 };
+const MAX_WEBHOOKS = 3;
+let h: Harness;
+let receiver: HttpsReceiver;
+
+beforeAll(async () => {
+  receiver = await startHttpsReceiver();
+  h = await startHarness({ worker: true, delivery: { caFile: receiver.certFile }, admission: { publish: QUOTA, maxWebhooks: MAX_WEBHOOKS } });
+});
+afterAll(async () => {
+  await h?.stop();
+  await receiver?.close();
+});
+
+const event = (projectId: string, id: string) => ({ project_id: projectId, id, event: 'docauth.completed', data: docauthData() });
+const storedEvents = async (projectId: string) => (await h.db.select({ id: events.producerEventId }).from(events).where(eq(events.projectId, projectId))).map((row) => row.id).sort();
+
+describe('the publish quota of a project', () => {
+  it('accepts a burst, then answers 429 rate_limited with Retry-After and stores nothing of the refused event; what it accepted is delivered', async () => {
+    const { key, webhookId } = await createWebhookFor(h, receiver.url);
+    const answers = [];
+    for (let i = 0; i < QUOTA.burst + 1; i += 1) answers.push(await h.publish(event(key.projectId, `burst-${i}`)));
+    expect(answers.map((answer) => answer.status)).toEqual([202, 202, 202, 429]);
+    const refused = answers[QUOTA.burst]!;
+    expect(refused.body).toEqual({
+      error: { code: 'rate_limited', message: expect.stringContaining(`project ${key.projectId} is publishing faster than its quota allows; nothing was stored`) },
+      meta: { request_id: expect.any(String) },
+    });
+    const retryAfter = Number(refused.headers.get('Retry-After'));
+    expect(retryAfter).toBeGreaterThanOrEqual(1);
+    expect(await storedEvents(key.projectId)).toEqual(['burst-0', 'burst-1', 'burst-2']);
+
+    // Another project is not held back by this one's quota.
+    const other = await createWebhookFor(h, receiver.url);
+    expect((await h.publish(event(other.key.projectId, 'other-0'))).status).toBe(202);
+    // Its test events count too.
+    const test = await h.request('POST', `${BASE}/webhooks/${webhookId}/test-events`, { token: key.token });
+    expect(test.status).toBe(429);
+    expect(test.body.error.code).toBe('rate_limited');
+
+    // Once its time has come, the refused event is accepted; every accepted one is delivered.
+    await new Promise((resolve) => setTimeout(resolve, retryAfter * 1000));
+    const again = await h.publish(event(key.projectId, 'burst-3'));
+    expect(again.status).toBe(202);
+    for (const answer of [...answers.slice(0, QUOTA.burst), again]) {
+      await waitForDelivery(h, key.token, webhookId, answer.body.data.delivery_ids[0], (d) => d.status === 'delivered');
+    }
+  }, 60_000);
+
+  it("applies the operator's quota of a project over the configured one", async () => {
+    const { key } = await createWebhookFor(h, receiver.url);
+    await setProjectLimits(h.db, key.projectId, { publishRate: 1000, publishBurst: 20 });
+    const answers = [];
+    for (let i = 0; i < 10; i += 1) answers.push((await h.publish(event(key.projectId, `big-${i}`))).status);
+    expect(answers).toEqual(Array(10).fill(202));
+  });
+});
+
+describe('webhooks of a project', () => {
+  it('creates at most PROJECT_MAX_WEBHOOKS (or the operator\'s limit), answering 409 conflict past it', async () => {
+    const key = await h.createKey();
+    const create = (i: number) =>
+      h.request('POST', `${BASE}/webhooks`, { token: key.token, body: { api_key_id: key.id, url: `${receiver.url}/cap/${i}`, events: ['docauth.completed'] } });
+    const created = await Promise.all(Array.from({ length: MAX_WEBHOOKS + 2 }, (_, i) => create(i)));
+    expect(created.map((answer) => answer.status).sort()).toEqual([...Array(MAX_WEBHOOKS).fill(201), 409, 409]);
+    expect(created.find((answer) => answer.status === 409)!.body.error).toEqual({
+      code: 'conflict',
+      message: `project ${key.projectId} has ${MAX_WEBHOOKS} webhooks, its limit: delete one before creating another`,
+    });
+    await setProjectLimits(h.db, key.projectId, { maxWebhooks: MAX_WEBHOOKS + 1 });
+    expect((await create(99)).status).toBe(201);
+  });
+
+  it('lists them a page at a time, oldest first, with a cursor', async () => {
+    const key = await h.createKey();
+    await setProjectLimits(h.db, key.projectId, { maxWebhooks: 10 });
+    const ids: string[] = [];
+    for (let i = 0; i < 5; i += 1) {
+      const created = await h.request('POST', `${BASE}/webhooks`, { token: key.token, body: { api_key_id: key.id, url: `${receiver.url}/list/${i}`, events: ['docauth.completed'] } });
+      ids.push(created.body.data.id);
+    }
+    const seen: string[] = [];
+    let cursor: string | undefined;
+    for (let page = 0; page < 3; page += 1) {
+      const listed = await h.request('GET', `${BASE}/webhooks?limit=2${cursor ? `&starting_after=${cursor}` : ''}`, { token: key.token });
+      expect(listed.status).toBe(200);
+      seen.push(...listed.body.data.map((webhook: { id: string }) => webhook.id));
+      expect(listed.body.meta.has_more).toBe(page < 2);
+      cursor = listed.body.meta.next_cursor;
+    }
+    expect(seen).toEqual(ids);
+    const all = await h.request('GET', `${BASE}/webhooks`, { token: key.token });
+    expect(all.body.data.map((webhook: { id: string }) => webhook.id)).toEqual(ids);
+    expect(all.body.meta).toEqual({ request_id: expect.any(String), has_more: false });
+    const bad = await h.request('GET', `${BASE}/webhooks?limit=101`, { token: key.token });
+    expect(bad.status).toBe(400);
+    expect(bad.body.error.code).toBe('invalid_request');
+  });
+
+  it('fans an event out to any number of subscribed webhooks in one statement (40,000: past the 65,535 parameters a row each would take)', async () => {
+    const key = await h.createKey();
+    // Seeded in one statement (the sealed secret is never opened: nothing is sent).
+    await h.db.execute(sql`insert into webhooks (id, project_id, api_key_id, url, events, status, secret_sealed, created_at, updated_at)
+      select 'wh_' || lpad(n::text, 26, '0'), ${key.projectId}, ${key.id}, 'https://fanout.example/' || n, array['docauth.completed'], 'active', 'unused', now(), now()
+      from generate_series(1, 40000) as n`);
+    const recorded = await recordEvent(h.db, h.secretBox, { projectId: key.projectId, event: 'docauth.completed', occurredAt: new Date(), payload: docauthData() });
+    expect(recorded.deliveries).toHaveLength(40_000);
+    const [count] = await queryRows<{ n: number }>(h.db, sql`select count(*)::int as n from deliveries where event_id = ${recorded.event.id}`);
+    expect(count!.n).toBe(40_000);
+  }, 120_000);
+});
+
+describe('the selection of a bulk retry', () => {
+  it('selects the matching deliveries in pages, in id order, within its times, and says when it is complete', async () => {
+    const { key, webhookId } = await createWebhookFor(h, receiver.url);
+    const before = new Date();
+    const ids: string[] = [];
+    for (let i = 0; i < 5; i += 1) {
+      const recorded = await recordEvent(h.db, h.secretBox, { projectId: key.projectId, event: 'docauth.completed', occurredAt: new Date(), payload: docauthData(), onlyWebhookId: webhookId });
+      ids.push(recorded.deliveries[0]!.deliveryId);
+    }
+    // Dead letters 0-3 match; 4 is delivered.
+    await h.db.execute(sql`update deliveries set status = case when id = ${ids[4]} then 'delivered' else 'dead_letter' end where id in ${ids}`);
+    const operation = (await createRetryOperation(h.db, { projectId: key.projectId, webhookId, statuses: ['dead_letter', 'failed'], since: before, until: new Date() }, 3)) as OperationView;
+    const selected = async () => (await h.db.select().from(operationDeliveries).where(eq(operationDeliveries.operationId, operation.id))).map((row) => row.deliveryId).sort();
+    const current = async () => (await h.db.select().from(operations).where(eq(operations.id, operation.id)))[0]!;
+
+    expect(await selectOperationPage(h.db, await current(), 3)).toBe(3);
+    expect(await selected()).toEqual(ids.slice(0, 3));
+    expect(await current()).toMatchObject({ selectionCursor: ids[2], selectionComplete: false });
+    // Repeated after a crash: nothing is selected twice.
+    await h.db.update(operations).set({ selectionCursor: null }).where(eq(operations.id, operation.id));
+    expect(await selectOperationPage(h.db, await current(), 3)).toBe(3);
+    expect(await selected()).toEqual(ids.slice(0, 3));
+    expect(await selectOperationPage(h.db, await current(), 3)).toBe(1);
+    expect(await selected()).toEqual(ids.slice(0, 4));
+    expect(await current()).toMatchObject({ selectionCursor: ids[3], selectionComplete: true });
+  });
+});
