@@ -124,14 +124,15 @@ function nextAttemptStatus({ attempt, retryPolicy }: PolicyPosition, finishedAt:
  * Records how a sent attempt ended (one fenced statement: nothing is written when a newer attempt
  * or the round's dead letter closed its row) and says so in metrics, logs and the trace. Answers
  * `delivered`, or the failure for the retry policy (its delay overridden when the endpoint asked
- * for a later retry).
+ * for a later retry) and, after a timeout in a round that goes on, how long its places are kept
+ * for the next attempt.
  */
 export async function recordAttempt(
   deps: AttemptDeps,
   prepared: PreparedAttempt,
   sent: SendResult,
   position: PolicyPosition,
-): Promise<{ delivered: true } | { delivered: false; failure: ApplicationFailure }> {
+): Promise<{ delivered: true } | { delivered: false; failure: ApplicationFailure; keepPlacesForMs?: number }> {
   const { deliveryId, webhook, event, attemptNumber } = prepared;
   const finishedAt = new Date();
   const delayMs = nextRetryDelay(position, sent.retryAfterMs);
@@ -172,6 +173,8 @@ export async function recordAttempt(
   failActiveSpan(sent.error ?? sent.outcome);
   return {
     delivered: false,
+    // After a timeout, when the round goes on: its places are kept for the next attempt, after this backoff.
+    ...(sent.outcome === 'timeout' && result.nextStatus.status === 'failed' && { keepPlacesForMs: delayMs }),
     failure: ApplicationFailure.create({
       type: `Delivery_${sent.outcome}`,
       message: sent.error ?? sent.outcome,

@@ -103,10 +103,13 @@ export function createActivities({ db, secretBox, sender, logger, metrics, sendT
     }
   };
 
-  /** Gives back the places of `attempt`, and wakes who gets them. */
-  const giveBack = (deliveryId: string, attempt: string) =>
+  /**
+   * Gives back the places of `attempt`, and wakes who gets them; with `keepForMs` (the attempt
+   * timed out, and the delivery tries again after that backoff) keeps them for its next attempt.
+   */
+  const giveBack = (deliveryId: string, attempt: string, keepForMs?: number) =>
     // Places that cannot be given back now lapse after their hold (FlowLimits.holdMs).
-    releaseSendPlaces(db, deliveryId, attempt, flow.limits).then(wake, (error: unknown) =>
+    releaseSendPlaces(db, deliveryId, attempt, flow.limits, keepForMs).then(wake, (error: unknown) =>
       logger.warn({ err: error, deliveryId }, 'could not give back the send places; they lapse after their hold'),
     );
 
@@ -136,6 +139,7 @@ export function createActivities({ db, secretBox, sender, logger, metrics, sendT
       );
     }, BACKGROUND_HEARTBEAT_MS);
     let report: () => Promise<void>;
+    let keepForMs: number | undefined;
     try {
       const attributes = { [SpanAttributes.deliveryId]: prepared.deliveryId, [SpanAttributes.webhookId]: prepared.webhook.id, [SpanAttributes.attemptNumber]: prepared.attemptNumber };
       const ended = await inAttemptSpan(trace, attributes, async () => recordAttempt(attemptDeps, prepared, await sendAttempt(attemptDeps, prepared, abort.signal), position));
@@ -143,14 +147,17 @@ export function createActivities({ db, secretBox, sender, logger, metrics, sendT
       if (final === 'cancelled') report = () => completion.reportCancelled(taskToken);
       else if (final === 'gone') report = async () => {};
       else if (ended.delivered) report = () => completion.complete(taskToken, 'delivered');
-      else report = () => completion.fail(taskToken, ended.failure);
+      else {
+        report = () => completion.fail(taskToken, ended.failure);
+        keepForMs = ended.keepPlacesForMs;
+      }
     } catch (error) {
       // The attempt could not be recorded (the database is down): the policy retries it.
       logger.error({ err: error, deliveryId: prepared.deliveryId }, 'delivery attempt could not be recorded');
       report = () => completion.fail(taskToken, error as Error);
     } finally {
       clearInterval(heartbeats);
-      await giveBack(prepared.deliveryId, attempt);
+      await giveBack(prepared.deliveryId, attempt, keepForMs);
     }
     // A report that never goes through leaves the activity to its heartbeat timeout: it is retried, and the retry finds the delivery as recorded.
     if (!(await withRetries(report))) logger.warn({ deliveryId: prepared.deliveryId }, 'could not report the end of a send attempt to Temporal');
@@ -174,7 +181,7 @@ export function createActivities({ db, secretBox, sender, logger, metrics, sendT
       const attempt = `${info.workflowExecution?.runId}/${info.activityId}/${info.attempt}`;
       const admission = await sends.admit();
       try {
-        const places = await acquireSendPlaces(db, deliveryId, attempt, flow.limits);
+        const places = await acquireSendPlaces(db, deliveryId, attempt, flow.limits, round.attemptsBefore === 0 && info.attempt === 1);
         wake(places.wake);
         const roundAttempt = round.attemptsBefore + info.attempt;
         if (places.decision === 'wait_turn') {

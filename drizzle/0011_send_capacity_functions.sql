@@ -92,7 +92,8 @@ END $$;
 --               waits in line, `ahead` others before it there (counted up to the scope's
 --               limit), and is woken when a place frees;
 --   wait_until  wait `wait_ms`: its places are held but the webhook's rate limit gives it a later
---               start (`rate`, reserved for it), or an earlier attempt of the delivery holds its
+--               start (`rate`, reserved for it; or its places were kept for it after a timeout,
+--               until its backoff ends), or an earlier attempt of the delivery holds its
 --               places and its request may still be running (`attempt`: its worker stopped
 --               answering; this one waits until that hold lapses, so one request at most is in
 --               flight);
@@ -101,7 +102,7 @@ END $$;
 CREATE FUNCTION acquire_send_places(
   p_delivery text, p_attempt text,
   p_webhook_max integer, p_project_max integer, p_destination_max integer,
-  p_hold_ms integer, p_reserve_ms integer)
+  p_hold_ms integer, p_reserve_ms integer, p_new_round boolean DEFAULT false)
 RETURNS TABLE (decision text, wait_ms integer, wait_reason text, ahead integer, wake text[])
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -143,6 +144,13 @@ BEGIN
       -- This attempt asks again for what it holds.
       RETURN QUERY SELECT 'granted'::text, 0, NULL::text, 0, '{}'::text[];
       RETURN;
+    ELSIF hook.circuit_opened_at IS NOT NULL AND EXISTS (
+      SELECT 1 FROM send_places WHERE delivery_id = p_delivery AND scope = 'w:' || hook.id AND slot > 1
+    ) THEN
+      -- Its places were reserved for it (a rate limit's start time), but the webhook's breaker
+      -- has opened since: one place is all it has now. They go back, and the delivery asks for
+      -- that one like the others.
+      woken := release_send_places(p_delivery, NULL, p_reserve_ms);
     ELSE
       holding := true;
     END IF;
@@ -174,7 +182,7 @@ BEGIN
         ORDER BY o.seq LIMIT 1 FOR UPDATE SKIP LOCKED;
         IF FOUND AND (SELECT blocked FROM send_waiters WHERE delivery_id = next_id) = 'webhook' THEN
           UPDATE send_waiters SET woken_until = now_at + make_interval(secs => p_reserve_ms / 1000.0) WHERE delivery_id = next_id;
-          woken := ARRAY[next_id];
+          woken := woken || next_id;
         END IF;
       END IF;
     ELSE
@@ -228,7 +236,9 @@ BEGIN
   -- The rate limit: each send is given its own start time, 1 / rate_limit seconds after the
   -- previous one's, and keeps its places reserved until then, so waiters wake one at a time.
   IF holding THEN
-    start_at := held.not_before;
+    -- A new round (a manual retry) does not wait out the backoff its places were kept for; a
+    -- start time under a rate limit stands.
+    start_at := CASE WHEN p_new_round AND hook.rate_limit IS NULL THEN now_at ELSE held.not_before END;
   ELSIF hook.rate_limit IS NOT NULL THEN
     UPDATE webhooks SET rate_next_at = greatest(now_at, coalesce(rate_next_at, now_at)) + make_interval(secs => 1.0 / rate_limit)
     WHERE id = hook.id
@@ -249,32 +259,51 @@ BEGIN
 END $$;
 --> statement-breakpoint
 
--- Gives back the places of a delivery's attempt `p_attempt` (it ended), or the delivery's place
--- in line (it no longer waits), and wakes the next in line of each scope that got a place back;
--- returns the deliveries woken. Places a later attempt of the delivery took, after this one's
--- hold lapsed, are that attempt's and stay held.
-CREATE FUNCTION release_send_places(p_delivery text, p_attempt text, p_reserve_ms integer) RETURNS text[]
+-- Gives back the places of a delivery's attempt `p_attempt` (it ended; null: places only
+-- reserved for its next attempt), or the delivery's place in line (it no longer waits), and
+-- wakes the next in line of the scopes that got a place back; returns the deliveries woken.
+-- Places a later attempt of the delivery took, after this one's hold lapsed, are that attempt's
+-- and stay held.
+--
+-- With `p_keep_ms` (an attempt that timed out, and will be tried again after that backoff) the
+-- places are not given back: they stay the delivery's, reserved for its next attempt from then
+-- on, and nobody is woken. The place was held for the whole time limit already; keeping it for
+-- the backoff spares a wake-up, a turn in line and a second request for places per timeout,
+-- which is what a hanging endpoint's waves of timeouts cost everyone else.
+CREATE FUNCTION release_send_places(p_delivery text, p_attempt text, p_reserve_ms integer, p_keep_ms integer DEFAULT NULL) RETURNS text[]
 LANGUAGE plpgsql AS $$
 DECLARE
   now_at timestamptz := statement_timestamp();
   freed integer;
   hook record;
 BEGIN
+  IF p_keep_ms IS NOT NULL THEN
+    UPDATE send_places SET attempt = NULL, not_before = now_at + make_interval(secs => p_keep_ms / 1000.0),
+      expires_at = now_at + make_interval(secs => (p_keep_ms + p_reserve_ms) / 1000.0)
+    WHERE delivery_id = p_delivery AND attempt = p_attempt;
+    IF FOUND THEN
+      RETURN '{}';
+    END IF;
+  END IF;
   WITH given_back AS (
     UPDATE send_places SET delivery_id = NULL, attempt = NULL, expires_at = '-infinity', not_before = NULL
-    WHERE delivery_id = p_delivery AND attempt = p_attempt
+    WHERE delivery_id = p_delivery AND attempt IS NOT DISTINCT FROM p_attempt
     RETURNING 1
   )
   SELECT count(*) INTO freed FROM given_back;
   DELETE FROM send_waiters WHERE delivery_id = p_delivery;
-  SELECT w.id, w.project_id, w.destination INTO hook
+  SELECT w.id, w.project_id, w.destination, w.circuit_opened_at INTO hook
   FROM deliveries d JOIN webhooks w ON w.id = d.webhook_id
   WHERE d.id = p_delivery;
   IF NOT FOUND THEN
     RETURN '{}';
   END IF;
   -- A delivery that only waited gave back no place, but may have stood at the head of its line.
-  RETURN wake_send_waiters(hook.id,
+  -- While the webhook's breaker is open, its line is woken only when its one place is free.
+  RETURN wake_send_waiters(
+    CASE WHEN hook.circuit_opened_at IS NULL
+           OR EXISTS (SELECT 1 FROM send_places WHERE scope = 'w:' || hook.id AND slot = 1 AND expires_at < now_at)
+         THEN hook.id END,
     CASE WHEN freed > 0 THEN hook.project_id END,
     CASE WHEN freed > 0 THEN hook.destination END,
     p_reserve_ms, now_at);

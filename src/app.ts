@@ -19,6 +19,7 @@ import { testEventsRouter } from './api/routes/test-events.ts';
 import { webhooksRouter } from './api/routes/webhooks.ts';
 import { PORTAL_BASE } from './portal/link.ts';
 import { portalRouter } from './portal/router.ts';
+import { PublishLanes } from './events/publish-lanes.ts';
 import { PublishQuota } from './events/quota.ts';
 import { httpServerSpans } from './tracing/http-server.ts';
 
@@ -28,6 +29,8 @@ export const V2_BASE = '/api-gateway/v2';
 export const INTERNAL_BASE = '/internal/v1';
 export const OPENAPI_PATH = `${V2_BASE}/openapi.json`;
 export const MAX_BODY_BYTES = 1024 * 1024;
+/** Events of one project an API process publishes at once (src/events/publish-lanes.ts). */
+const PUBLISHES_AT_ONCE_PER_PROJECT = 2;
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 const JSON_CONTENT_TYPE = /^application\/(?:[\w.+-]+\+)?json\s*(?:;.*)?$/i;
@@ -67,6 +70,7 @@ function asApiError(error: unknown): ApiError | undefined {
 export function createApp(deps: AppDeps) {
   const app = new OpenAPIHono<AppEnv>();
   const quota = new PublishQuota(deps.db, deps.admission.publish);
+  const publishLanes = new PublishLanes(PUBLISHES_AT_ONCE_PER_PROJECT);
 
   // First, so that the span covers the whole request; only the producers' door continues a caller's trace.
   if (deps.tracing) app.use(httpServerSpans({ trustedPrefix: INTERNAL_BASE, untracedPaths: ['/healthz', '/readyz'] }));
@@ -76,6 +80,7 @@ export function createApp(deps: AppDeps) {
     c.set('requestId', requestId);
     c.set('deps', deps);
     c.set('quota', quota);
+    c.set('publishLanes', publishLanes);
     c.set('logger', deps.logger.child({ requestId }));
     c.header('X-Request-Id', requestId);
     const started = performance.now();

@@ -154,8 +154,8 @@ const environmentVariables = z.object({
     .regex(/^\d+(\.\d+)?$/, 'must be a number of events per second, such as 100')
     .transform(Number)
     .pipe(z.number().min(0.01, 'must be at least 0.01 events per second').max(100_000, 'must be at most 100000 events per second'))
-    .prefault('100'),
-  PROJECT_PUBLISH_BURST: wholeNumber(1, 1_000_000).prefault('200'),
+    .prefault('10'),
+  PROJECT_PUBLISH_BURST: wholeNumber(1, 1_000_000).prefault('10'),
   PROJECT_MAX_WEBHOOKS: wholeNumber(1, 1_000_000).prefault('1000'),
   BULK_RETRY_MAX_PER_PROJECT: wholeNumber(1, 1000).prefault('3'),
   CIRCUIT_BREAKER_THRESHOLD: wholeNumber(1, 1000).prefault('5'),

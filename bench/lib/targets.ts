@@ -54,10 +54,18 @@ interface PlanInputs {
   nodeArgs: string[];
   /** More environment of the service's processes (--tracing's), with --env's. */
   env?: Record<string, string>;
+  /**
+   * Keep the service's publish quota per project: only the run about it (the publish flood)
+   * does. The others measure the service at the rates they ask for, so no project is held back.
+   */
+  keepPublishQuota?: boolean;
 }
 
+/** The environment that lifts the publish quota of every project, for runs that are not about it. */
+const NO_PUBLISH_QUOTA = { PROJECT_PUBLISH_RATE: '100000', PROJECT_PUBLISH_BURST: '1000000' };
+
 /** The service as one process, on the embedded stack or the backends of the options and the environment. */
-export function serviceTarget({ caFile, nodeArgs, env = {} }: PlanInputs): TargetPlan {
+export function serviceTarget({ caFile, nodeArgs, env = {}, keepPublishQuota = false }: PlanInputs): TargetPlan {
   let servicePid = 0;
   let ownPostgres: OwnBackend | undefined;
   let ownTemporal: OwnBackend | undefined;
@@ -131,7 +139,7 @@ export function serviceTarget({ caFile, nodeArgs, env = {} }: PlanInputs): Targe
         workDir,
         caFile,
         trust: options.trust,
-        env: { ...options.extraEnv, ...env },
+        env: { ...(keepPublishQuota ? {} : NO_PUBLISH_QUOTA), ...options.extraEnv, ...env },
         databaseUrl: databaseUrl(),
         temporalAddress: temporalAddress(),
         workflowBundlePath: bundlePath,
@@ -182,7 +190,7 @@ export function serviceTarget({ caFile, nodeArgs, env = {} }: PlanInputs): Targe
  * DATA_DIR): PostgreSQL, the Temporal server, the Web UI, the API and worker replicas, each a
  * process group of its own.
  */
-export function clusterTarget({ caFile, env = {} }: PlanInputs, cluster: { workers: number; historyShards: number }): TargetPlan {
+export function clusterTarget({ caFile, env = {}, keepPublishQuota = false }: PlanInputs, cluster: { workers: number; historyShards: number }): TargetPlan {
   const dataDir = dataDirOf(workDir);
   const stateFile = path.join(dataDir, 'cluster', 'state.json');
   // Read at each sample: the replicas appear in the state file as `up` starts them.
@@ -231,6 +239,7 @@ export function clusterTarget({ caFile, env = {} }: PlanInputs, cluster: { worke
           LOG_LEVEL: process.env['BENCH_SERVICE_LOG_LEVEL'] ?? 'warn',
           DELIVERY_ALLOW_PRIVATE_TARGETS: 'true',
           ...(options.trust === 'ca-file' ? { DELIVERY_CA_FILE: caFile } : { NODE_EXTRA_CA_CERTS: caFile }),
+          ...(keepPublishQuota ? {} : NO_PUBLISH_QUOTA),
           ...options.extraEnv,
           ...env,
         },

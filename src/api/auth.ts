@@ -4,7 +4,7 @@ import { findWebhook } from '../db/queries/webhooks.ts';
 import type { ApiKeyRow, WebhookRow } from '../db/schema.ts';
 import type { Context } from 'hono';
 import type { AppEnv } from './env.ts';
-import { ApiError } from './errors.ts';
+import { ApiError, rateLimited } from './errors.ts';
 import { isLookupId } from '../ids.ts';
 import { constantTimeEqual } from '../secrets.ts';
 
@@ -52,6 +52,10 @@ export const requireApiKey = createMiddleware<AppEnv>(async (c, next) => {
  */
 export const requireProducer = createMiddleware<AppEnv>(async (c, next) => {
   const token = bearerToken(c.req.header('Authorization'));
+  // A producer over its quota moments ago is refused again at once, before any lookup.
+  const refused = c.var.quota.refusedCredential(token);
+  if (refused) throw await rateLimited(refused.projectId, refused.retryAfterMs);
+  c.set('producerToken', token);
   const operatorToken = c.var.deps.producerToken;
   if (operatorToken !== undefined && constantTimeEqual(token, operatorToken)) {
     c.set('producerProjectId', undefined);

@@ -2,6 +2,7 @@ import type { Client } from '@temporalio/client';
 import type { Logger } from 'pino';
 import type { Database } from '../db/client.ts';
 import type { ApiKeyRow } from '../db/schema.ts';
+import type { PublishLanes } from '../events/publish-lanes.ts';
 import type { PublishQuota, PublishQuotaLimits } from '../events/quota.ts';
 import type { DeliveryScheduler } from '../temporal/scheduler.ts';
 import type { Metrics } from '../metrics.ts';
@@ -51,10 +52,14 @@ export interface AppEnv {
     deps: AppDeps;
     /** The publish quota of every project, kept by the app (its refusals are remembered in this process). */
     quota: PublishQuota;
+    /** A few publishes of one project at once in this process, the others in line. */
+    publishLanes: PublishLanes;
     logger: Logger;
     /** The authenticated customer API key (set by the v2 auth middleware). */
     apiKey: ApiKeyRow;
     /** The project a producer key publishes for; undefined for the operator's EVENT_PRODUCER_TOKEN. */
     producerProjectId: string | undefined;
+    /** The producer's bearer token, for its publish quota's refusals. */
+    producerToken: string;
   };
 }

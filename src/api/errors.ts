@@ -50,9 +50,23 @@ export const errorBody = (code: ErrorCode, message: string, requestId: string): 
   meta: { request_id: requestId },
 });
 
-/** The 429 of an event refused by its project's publish quota, with when to try again. */
-export function rateLimited(projectId: string, retryAfterMs: number): ApiError {
-  const seconds = Math.max(1, Math.ceil(retryAfterMs / 1000));
+/**
+ * How long the answer to a refused publish is held back, about a second: a producer that
+ * publishes again at once, ignoring Retry-After, is slowed to about one refusal a second per
+ * connection instead of keeping the API busy answering refusals (a producer that follows
+ * Retry-After waits that long anyway). The pause is spread from half a second to one and a half,
+ * so that a producer's many connections do not come back all at once.
+ */
+const refusalPauseMs = () => 500 + Math.random() * 1_000;
+
+/**
+ * The 429 of an event refused by its project's publish quota, given after a pause of about a
+ * second, with when to try again from then. Nothing of the event has been read or stored.
+ */
+export async function rateLimited(projectId: string, retryAfterMs: number): Promise<ApiError> {
+  const pause = refusalPauseMs();
+  await new Promise((resolve) => setTimeout(resolve, pause));
+  const seconds = Math.max(1, Math.ceil((retryAfterMs - pause) / 1000));
   return new ApiError(
     'rate_limited',
     `project ${projectId} is publishing faster than its quota allows; nothing was stored: try again in ${seconds} s`,

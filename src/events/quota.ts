@@ -4,6 +4,7 @@
  * the database for every API replica (`take_publish_token`, migration 0013). A refused event is
  * not stored at all; the producer is told when to try again.
  */
+import { createHash } from 'node:crypto';
 import { sql } from 'drizzle-orm';
 import { queryRows, type Database } from '../db/client.ts';
 
@@ -21,6 +22,12 @@ const MAX_REMEMBERED_REFUSALS = 10_000;
 /** The answer to an event at the door. */
 export type QuotaDecision = { granted: true } | { granted: false; retryAfterMs: number };
 
+/** A refusal remembered until its time: for the project, and for the credential it came with. */
+interface Refusal {
+  projectId: string;
+  until: number;
+}
+
 /**
  * Takes one event of a project's quota. A refusal is also kept in this process until its time
  * has come: every request of the project before then would be refused too (its next arrival time
@@ -30,30 +37,55 @@ export type QuotaDecision = { granted: true } | { granted: false; retryAfterMs: 
 export class PublishQuota {
   readonly #db: Database;
   readonly #limits: PublishQuotaLimits;
-  /** Projects refused until this time (ms since the epoch). */
-  readonly #refusedUntil = new Map<string, number>();
+  /** Refusals by project id, and by the digest of the producer credential that was refused. */
+  readonly #refusals = new Map<string, Refusal>();
 
   constructor(db: Database, limits: PublishQuotaLimits) {
     this.#db = db;
     this.#limits = limits;
   }
 
-  async take(projectId: string): Promise<QuotaDecision> {
-    const now = Date.now();
-    const refusedUntil = this.#refusedUntil.get(projectId);
-    if (refusedUntil !== undefined) {
-      if (now < refusedUntil) return { granted: false, retryAfterMs: refusedUntil - now };
-      this.#refusedUntil.delete(projectId);
-    }
+  /**
+   * The refusal still standing for a producer credential (its bearer token), if an event it
+   * brought was refused moments ago: its requests are refused again before anything else is done
+   * (no database lookup, no body read) until the time given, so a project flooding the door
+   * costs the service little. Only the full, valid credential finds it.
+   */
+  refusedCredential(credential: string): { projectId: string; retryAfterMs: number } | undefined {
+    const refusal = this.#standing(credentialKey(credential));
+    return refusal && { projectId: refusal.projectId, retryAfterMs: refusal.until - Date.now() };
+  }
+
+  /** Takes one event of a project's quota; a refusal is remembered for the project and for `credential` (the producer's token). */
+  async take(projectId: string, credential?: string): Promise<QuotaDecision> {
+    const standing = this.#standing(projectId);
+    if (standing) return { granted: false, retryAfterMs: standing.until - Date.now() };
     const [row] = await queryRows<{ granted: boolean; retry_after_ms: number }>(
       this.#db,
       sql`select granted, retry_after_ms from take_publish_token(${projectId}, ${this.#limits.rate}::float8, ${this.#limits.burst}::int)`,
     );
     if (row!.granted) return { granted: true };
-    if (this.#refusedUntil.size >= MAX_REMEMBERED_REFUSALS) {
-      for (const [project, until] of this.#refusedUntil) if (until <= now) this.#refusedUntil.delete(project);
-    }
-    this.#refusedUntil.set(projectId, now + row!.retry_after_ms);
+    const refusal = { projectId, until: Date.now() + row!.retry_after_ms };
+    this.#remember(projectId, refusal);
+    if (credential !== undefined) this.#remember(credentialKey(credential), refusal);
     return { granted: false, retryAfterMs: row!.retry_after_ms };
   }
+
+  #standing(key: string): Refusal | undefined {
+    const refusal = this.#refusals.get(key);
+    if (refusal && refusal.until > Date.now()) return refusal;
+    if (refusal) this.#refusals.delete(key);
+    return undefined;
+  }
+
+  #remember(key: string, refusal: Refusal): void {
+    if (this.#refusals.size >= MAX_REMEMBERED_REFUSALS) {
+      const now = Date.now();
+      for (const [other, { until }] of this.#refusals) if (until <= now) this.#refusals.delete(other);
+    }
+    this.#refusals.set(key, refusal);
+  }
 }
+
+/** How a credential is remembered: a digest, never the token itself; apart from project ids. */
+const credentialKey = (credential: string) => `credential:${createHash('sha256').update(credential).digest('base64url')}`;

@@ -52,14 +52,15 @@ interface DecisionRow {
 
 /**
  * Asks for the places of `attempt` (an id of the send attempt, unique per activity attempt) of
- * `deliveryId`, in one round trip. `wake` lists other deliveries this call woke: their workflows
- * must be signalled.
+ * `deliveryId`, in one round trip; `newRound` for the first attempt of a round (a manual retry
+ * does not wait out a backoff its places were kept for). `wake` lists other deliveries this call
+ * woke: their workflows must be signalled.
  */
-export async function acquireSendPlaces(db: Database, deliveryId: string, attempt: string, limits: FlowLimits): Promise<PlaceDecision> {
+export async function acquireSendPlaces(db: Database, deliveryId: string, attempt: string, limits: FlowLimits, newRound = false): Promise<PlaceDecision> {
   const [row] = await queryRows<DecisionRow>(
     db,
     sql`select decision, wait_ms, wait_reason, ahead, wake from acquire_send_places(${deliveryId}, ${attempt},
-      ${limits.webhookMaxInFlight}, ${limits.projectMaxInFlight}, ${limits.destinationMaxInFlight}, ${limits.holdMs}, ${limits.reserveMs})`,
+      ${limits.webhookMaxInFlight}, ${limits.projectMaxInFlight}, ${limits.destinationMaxInFlight}, ${limits.holdMs}, ${limits.reserveMs}, ${newRound})`,
   );
   const { decision, wait_ms: waitMs, wait_reason: reason, ahead, wake } = row!;
   if (decision === 'wait_until') return { decision, reason: reason as TimedWaitReason, waitMs, wake };
@@ -82,12 +83,14 @@ export function turnRecheckMs(decision: Extract<PlaceDecision, { decision: 'wait
 
 /**
  * Gives back the places of `attempt` of `deliveryId`, or its place in line; returns the
- * deliveries to wake.
+ * deliveries to wake. With `keepForMs` (the attempt timed out and the delivery's next attempt
+ * comes after that backoff) the places stay the delivery's, reserved for that attempt, and nobody
+ * is woken.
  */
-export async function releaseSendPlaces(db: Database, deliveryId: string, attempt: string, limits: FlowLimits): Promise<string[]> {
+export async function releaseSendPlaces(db: Database, deliveryId: string, attempt: string, limits: FlowLimits, keepForMs?: number): Promise<string[]> {
   const [row] = await queryRows<{ wake: string[] }>(
     db,
-    sql`select release_send_places(${deliveryId}, ${attempt}, ${limits.reserveMs}) as wake`,
+    sql`select release_send_places(${deliveryId}, ${attempt}, ${limits.reserveMs}, ${keepForMs === undefined ? null : Math.ceil(keepForMs)}::integer) as wake`,
   );
   return row!.wake;
 }

@@ -14,7 +14,8 @@ import { startHttpsReceiver, type HttpsReceiver } from '../support/https-receive
  * events included), its webhooks, and lists and fan-outs that stay bounded.
  */
 
-const QUOTA = { rate: 2, burst: 3 };
+// Slow enough that the refusal still stands after the pause the service takes before its 429.
+const QUOTA = { rate: 0.25, burst: 3 };
 const MAX_WEBHOOKS = 3;
 let h: Harness;
 let receiver: HttpsReceiver;

@@ -38,6 +38,12 @@ const asRoot = process.getuid?.() === 0;
  * the machine has one, so the dev server's SQLite fsyncs do not make disk speed the bottleneck.
  * It survives everything the suite does (process kills), which is all that matters here.
  */
+/**
+ * The scenarios publish one project's events faster than the default publish quota (FAULTS_RATE
+ * a second, bursts of hundreds): the quota is not what they test, so it is lifted.
+ */
+export const FAULT_SCENARIO_QUOTA = { PROJECT_PUBLISH_RATE: '100000', PROJECT_PUBLISH_BURST: '1000000' };
+
 export const STATE_PARENT = process.env.FAULTS_TMPDIR ?? (existsSync('/dev/shm') ? '/dev/shm' : os.tmpdir());
 
 // ---------------------------------------------------------------------------------------------
@@ -290,6 +296,7 @@ export async function startCluster(name: string, caFile: string, extraEnv: Recor
       HOST: '127.0.0.1',
       DATA_DIR: path.join(root, 'data'),
       WORKFLOW_BUNDLE_PATH: bundle && existsSync(bundle) ? bundle : path.join(root, 'no-bundle.js'),
+      ...FAULT_SCENARIO_QUOTA,
       ...extraEnv,
     };
     delete common.VITEST;

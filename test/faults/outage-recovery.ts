@@ -103,7 +103,8 @@ async function run(name: string, scenario: ScenarioContext<Deployment>, killWork
       body: {},
     });
     if (typeof answer === 'string' || answer.status !== 202) throw new Error(`bulk retry: ${JSON.stringify(answer)}`);
-    expect(answer.body.data).toMatchObject({ status: 'running', matched: EVENTS_PER_WEBHOOK });
+    // The operation selects its deliveries in pages as it goes: `matched` grows to all of them.
+    expect(answer.body.data).toMatchObject({ status: 'running' });
     endpoint.operationId = answer.body.data.id;
   }
 

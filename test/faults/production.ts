@@ -8,7 +8,7 @@ import { existsSync } from 'node:fs';
 import { inject } from 'vitest';
 import { openDatabase } from '../../src/db/client.ts';
 import { startClusterTopology, type ClusterHandle, type ClusterRole } from '../support/cluster.ts';
-import { STATE_PARENT } from './cluster.ts';
+import { FAULT_SCENARIO_QUOTA, STATE_PARENT } from './cluster.ts';
 import { createScenarioKeys, type Deployment } from './workload.ts';
 
 
@@ -32,6 +32,7 @@ export async function startProductionCluster(name: string, caFile: string, extra
       LOG_LEVEL: 'warn',
       // Prebuilt as the Dockerfile does, so worker replicas start without bundling.
       ...(bundle && existsSync(bundle) ? { WORKFLOW_BUNDLE_PATH: bundle } : {}),
+      ...FAULT_SCENARIO_QUOTA,
       ...extraEnv,
     },
   });

@@ -217,6 +217,29 @@ describe('places of a project and of a destination', () => {
   });
 });
 
+describe('an attempt that timed out', () => {
+  it("keeps its places for the delivery's next attempt, after its backoff, and wakes nobody; a new round does not wait out the backoff", async () => {
+    const { ids } = await webhookWithDeliveries(3);
+    const [slow, second, waiting] = ids as [string, string, string];
+    expect(await decisionOf(acquire(slow))).toBe('granted');
+    expect(await decisionOf(acquire(second))).toBe('granted');
+    expect(await decisionOf(acquire(waiting))).toBe('wait_turn');
+    // Attempt 1 timed out; attempt 2 comes after a backoff of 300 ms.
+    expect(await releaseSendPlaces(handle.db, slow, attemptOf(slow, 1), limits, 300)).toEqual([]);
+    expect(await decisionOf(acquire(waiting))).toBe('wait_turn');
+    expect(await acquire(slow, limits, 2)).toMatchObject({ decision: 'wait_until', waitMs: expect.any(Number) });
+    await new Promise((resolve) => setTimeout(resolve, 320));
+    expect(await decisionOf(acquire(slow, limits, 3))).toBe('granted');
+    // The round ends (delivered, or its last attempt failed): the places go to the next in line.
+    expect(await release(slow, limits, 3)).toEqual([waiting]);
+
+    // Kept again after another timeout, a manual retry's new round goes at once.
+    expect(await decisionOf(acquire(waiting))).toBe('granted');
+    expect(await releaseSendPlaces(handle.db, waiting, attemptOf(waiting, 1), limits, 60_000)).toEqual([]);
+    expect(await decisionOf(acquireSendPlaces(handle.db, waiting, attemptOf(waiting, 7), limits, true))).toBe('granted');
+  });
+});
+
 describe('one attempt in flight per delivery', () => {
   it('lets a later attempt of a delivery send only once the earlier one has given its places back or its hold has lapsed', async () => {
     const { ids } = await webhookWithDeliveries(1);

@@ -34,9 +34,11 @@ eventsRouter.openapi(
     if (scope !== undefined && input.project_id !== scope) {
       throw new ApiError('forbidden', `project_id: this producer key publishes for project ${scope} only`);
     }
-    const quota = await c.var.quota.take(input.project_id);
-    if (!quota.granted) throw rateLimited(input.project_id, quota.retryAfterMs);
-    const published = await publishEvent(c.var.deps, input);
+    // A producer key publishes for one project: its refusal can stand for the key. The operator's
+    // token publishes for every project, so its refusals stand for the project only.
+    const quota = await c.var.quota.take(input.project_id, scope !== undefined ? c.var.producerToken : undefined);
+    if (!quota.granted) throw await rateLimited(input.project_id, quota.retryAfterMs);
+    const published = await c.var.publishLanes.run(input.project_id, () => publishEvent(c.var.deps, input));
     if (published.created) c.var.deps.metrics.eventsAccepted.inc();
     c.var.logger.info(
       { eventId: published.eventId, deliveries: published.deliveryIds.length, created: published.created },

@@ -34,8 +34,8 @@ export const testEventsRouter = createRouter().openapi(
     }
     // Test events count toward the project's publish quota, as its producers' events do.
     const quota = await c.var.quota.take(webhook.projectId);
-    if (!quota.granted) throw rateLimited(webhook.projectId, quota.retryAfterMs);
-    const published = await publishTestEvent(c.var.deps, webhook.projectId, webhook.id);
+    if (!quota.granted) throw await rateLimited(webhook.projectId, quota.retryAfterMs);
+    const published = await c.var.publishLanes.run(webhook.projectId, () => publishTestEvent(c.var.deps, webhook.projectId, webhook.id));
     const [deliveryId] = published.deliveryIds;
     // Disabled or deleted between the check and the insert: nothing was queued.
     if (!deliveryId) throw new ApiError('conflict', `webhook ${webhook.id} is no longer active; no test event was sent`);

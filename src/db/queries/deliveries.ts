@@ -217,7 +217,7 @@ export interface AttemptRecorded {
 /**
  * Closes the attempt row and moves the delivery to `delivered`, `failed` or `dead_letter`,
  * updating the webhook's counters and circuit breaker (open once `breakerThreshold` attempts in
- * a row have failed, closed by a success), in one statement. Fenced: only an attempt whose row is
+ * a row have failed, or one timed out; closed by a success), in one statement. Fenced: only an attempt whose row is
  * still open writes anything, so the late end of an abandoned attempt changes nothing.
  */
 export async function finishAttempt(db: Database, result: AttemptResult, breakerThreshold: number): Promise<AttemptRecorded> {
@@ -292,7 +292,8 @@ function finishAttemptStatement(db: Database, succeeded: boolean) {
             failureCount: sql`${webhooks.failureCount} + 1`,
             failingSince: sql`coalesce(${webhooks.failingSince}, ${finishedAt})`,
             consecutiveFailures: sql`${webhooks.consecutiveFailures} + 1`,
-            circuitOpenedAt: sql`case when ${webhooks.consecutiveFailures} + 1 >= ${value('breakerThreshold')}::integer
+            // A timeout opens it at once: the endpoint held a place for the whole time limit.
+            circuitOpenedAt: sql`case when ${webhooks.consecutiveFailures} + 1 >= ${value('breakerThreshold')}::integer or ${value('outcome')} = 'timeout'
               then coalesce(${webhooks.circuitOpenedAt}, ${finishedAt}) else ${webhooks.circuitOpenedAt} end`,
           },
     )

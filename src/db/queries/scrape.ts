@@ -22,7 +22,7 @@ export interface ScrapedFigures {
   undispatchedEvents: number;
   /** Seconds since the oldest of those events was accepted; 0 when there is none. */
   oldestUndispatchedSeconds: number;
-  /** Sends in flight in the whole installation (places of a destination held now). */
+  /** Sends in flight in the whole installation (places of a destination held by an attempt sending now). */
   sendsInFlight: number;
   /** Webhooks, projects and destinations whose places are all held now. */
   scopesAtCapacity: Record<SendScopeLevel, number>;
@@ -48,11 +48,11 @@ export async function readScrapedFigures(db: Database, limits: DefaultSendLimits
           select count(*)::int as count, min(created_at) as oldest
           from events where dispatched_at is null
         ), held as (
-          select scope, count(*)::int as held
+          select scope, count(*)::int as held, (count(*) filter (where attempt is not null))::int as sending
           from send_places where delivery_id is not null and expires_at >= now()
           group by scope
         ), held_by_level as (
-          select left(held.scope, 1) as level, held.held,
+          select left(held.scope, 1) as level, held.held, held.sending,
             case left(held.scope, 1)
               when 'w' then (select case when w.circuit_opened_at is null then ${limits.webhookMaxInFlight}::int else 1 end
                              from webhooks w where w.id = substr(held.scope, 3))
@@ -67,7 +67,7 @@ export async function readScrapedFigures(db: Database, limits: DefaultSendLimits
                coalesce(extract(epoch from now() - open_circuits.oldest), 0)::float8 as "oldestOpenCircuitSeconds",
                undispatched.count as "undispatchedEvents",
                coalesce(extract(epoch from now() - undispatched.oldest), 0)::float8 as "oldestUndispatchedSeconds",
-               (select coalesce(sum(held), 0)::int from held_by_level where level = 'd') as "sendsInFlight",
+               (select coalesce(sum(sending), 0)::int from held_by_level where level = 'd') as "sendsInFlight",
                array[(select count(*)::int from held_by_level where level = 'w' and held >= capacity),
                      (select count(*)::int from held_by_level where level = 'p' and held >= capacity),
                      (select count(*)::int from held_by_level where level = 'd' and held >= capacity)] as "atCapacity",
