@@ -23,10 +23,39 @@ export async function createScratchPostgresDatabase(): Promise<{ url: string; dr
   return {
     url: url.toString(),
     async drop() {
-      await admin.unsafe(`drop database if exists ${name} with (force)`);
-      await admin.end();
+      try {
+        await dropScratchDatabase(admin, name);
+      } finally {
+        await admin.end();
+      }
     },
   };
+}
+
+/** Insufficient privilege: a backend this role may not terminate is connected to the database. */
+const INSUFFICIENT_PRIVILEGE = '42501';
+
+/**
+ * Drops a scratch database `with (force)`. When another role's backend is connected (an
+ * autovacuum worker, say) and this role lacks `pg_signal_backend`, the drop is refused; it is
+ * tried again until that backend has left, for up to `patienceMs`.
+ */
+export async function dropScratchDatabase(
+  admin: postgres.Sql,
+  name: string,
+  patienceMs = 60_000,
+): Promise<void> {
+  const deadline = Date.now() + patienceMs;
+  for (;;) {
+    try {
+      await admin.unsafe(`drop database if exists ${name} with (force)`);
+      return;
+    } catch (error) {
+      const refused = error instanceof postgres.PostgresError && error.code === INSUFFICIENT_PRIVILEGE;
+      if (!refused || Date.now() >= deadline) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+  }
 }
 
 /**
