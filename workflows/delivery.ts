@@ -73,7 +73,7 @@ const RETRY_KEYS_KEPT = 20;
 /** Manual retry (operation 8, or a bulk retry): starts a new round of attempts at once. */
 export const retrySignal = defineSignal<[RetryRequest?]>('retry');
 
-/** A place at the endpoint is free for this delivery, which was waiting in line for one. */
+/** A place at the endpoint is free for this delivery, which was waiting in line for one; or a new rate limit brought its start forward. */
 export const sendTurnSignal = defineSignal('sendTurn');
 
 /** The send activity for the round's `attempt`-th attempt on: one project's sends are dispatched fairly beside other projects'. */
@@ -128,6 +128,8 @@ export async function deliveryWorkflow(input: DeliveryWorkflowInput): Promise<De
       if (typeof result === 'string') return result;
       attempt = result.attempt;
       if (result.wait === 'turn') await condition(() => turnGiven, result.recheckMs);
+      // A new rate limit may bring a start forward: the turn signal ends the wait early.
+      else if (result.wait === 'rate') await condition(() => turnGiven, result.waitMs);
       else await sleep(result.waitMs);
       // A long wait at a busy endpoint grows the history one wait at a time.
       if (workflowInfo().continueAsNewSuggested) {

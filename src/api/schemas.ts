@@ -129,15 +129,25 @@ export const CustomHeadersSchema = z
 /** The most deliveries per second a webhook's `rate_limit` may allow. */
 export const MAX_RATE_LIMIT = 1000;
 
-/** A webhook's rate limit: deliveries per second, a positive number. */
+/**
+ * The fewest deliveries per second a webhook's `rate_limit` may allow: one every 100 s. Each send
+ * waiting for its start under the limit keeps its places until then, so the slowest limit bounds
+ * how far ahead the schedule reaches (ENDPOINT_MAX_IN_FLIGHT starts, at most about 28 hours at
+ * the largest setting) and keeps it a time the workflow's timer can represent.
+ */
+export const MIN_RATE_LIMIT = 0.01;
+
+/** A webhook's rate limit: deliveries per second, from {@link MIN_RATE_LIMIT} to {@link MAX_RATE_LIMIT}. */
 const RateLimitSchema = z
   .number({ message: 'must be a number of deliveries per second' })
-  .gt(0, 'must be more than 0 deliveries per second')
+  .min(MIN_RATE_LIMIT, `must be at least ${MIN_RATE_LIMIT} deliveries per second (one every ${1 / MIN_RATE_LIMIT} s)`)
   .max(MAX_RATE_LIMIT, `must be at most ${MAX_RATE_LIMIT} deliveries per second`)
   .openapi({
     description:
-      'Deliveries per second at most to this endpoint (fractions allowed: 0.5 is one every 2 s); absent: no limit. ' +
-      'Deliveries beyond it wait their turn; waiting uses up none of the 5 attempts.',
+      `Deliveries per second at most to this endpoint, from ${MIN_RATE_LIMIT} (one every ${1 / MIN_RATE_LIMIT} s) to ${MAX_RATE_LIMIT} ` +
+      '(fractions allowed: 0.5 is one every 2 s); absent: no limit. ' +
+      'Deliveries beyond it wait their turn; waiting uses up none of the 5 attempts. A new limit applies at once, ' +
+      'to the deliveries already waiting as well.',
     example: 5,
   });
 

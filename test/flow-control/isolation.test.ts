@@ -122,4 +122,23 @@ describe('back-pressure and rate limits', () => {
     expect(refused.status).toBe(400);
     expect(refused.body.error).toMatchObject({ code: 'invalid_request', message: expect.stringContaining('rate_limit') });
   }, 30_000);
+
+  it('a raised rate_limit applies at once to the sends already waiting for their start under the old one', async () => {
+    const { key, webhookId } = await createWebhookFor(h, `${receiver.url}/raised`, { rate_limit: 0.01 });
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i += 1) ids.push(...(await publishFor(h, key.projectId)).delivery_ids);
+    // One start every 100 s: the first send goes at once, the other two wait for starts 100 and 200 s later.
+    await waitFor('the first send', async () => requestsTo('raised').length === 1);
+    await new Promise((resolve) => setTimeout(resolve, 2_000));
+    expect(requestsTo('raised')).toHaveLength(1);
+    const raisedAt = Date.now();
+    const raised = await h.request('PATCH', `${BASE}/webhooks/${webhookId}`, { token: key.token, body: { rate_limit: 100 } });
+    expect(raised.status).toBe(200);
+    for (const id of ids) {
+      const delivered = await waitForDelivery(h, key.token, webhookId, id, (d) => d.status === 'delivered', 30_000);
+      expect(delivered.attempt_count).toBe(1);
+    }
+    expect(requestsTo('raised')).toHaveLength(3);
+    expect(Math.max(...requestsTo('raised').map((request) => request.receivedAt)) - raisedAt).toBeLessThan(60_000);
+  }, 60_000);
 });

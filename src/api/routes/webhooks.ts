@@ -137,8 +137,14 @@ export const webhooksRouter = createRouter()
       await ownedWebhook(c, id);
       const { rate_limit: rateLimit, ...body } = c.req.valid('json');
       const { secretBox } = c.var.deps;
-      const row = await updateWebhook(c.var.deps.db, secretBox, id, { ...body, ...(rateLimit !== undefined && { rateLimit }) });
-      if (!row) throw new ApiError('not_found', `webhook ${id} not found`);
+      const updated = await updateWebhook(c.var.deps.db, secretBox, id, { ...body, ...(rateLimit !== undefined && { rateLimit }) });
+      if (!updated) throw new ApiError('not_found', `webhook ${id} not found`);
+      const { row, startsBroughtForward } = updated;
+      // Sends waiting for a start the new rate limit brought forward; one not woken here still
+      // sends, at its old start.
+      await c.var.deps.scheduler.wakeForTurn(startsBroughtForward).catch((error: unknown) => {
+        c.var.logger.warn({ err: error, count: startsBroughtForward.length }, 'could not wake the sends the new rate limit brought forward');
+      });
       c.var.logger.info({ fields: Object.keys(c.req.valid('json')) }, 'webhook updated');
       return c.json(
         { data: webhookResource(row, openWebhookHeaders(secretBox, row)), message: 'Webhook updated', meta: { request_id: c.var.requestId } },
@@ -189,7 +195,7 @@ export const webhooksRouter = createRouter()
       const { id } = c.req.valid('param');
       await ownedWebhook(c, id);
       const secret = generateWebhookSecret();
-      const row = await updateWebhook(c.var.deps.db, c.var.deps.secretBox, id, { secret });
+      const row = (await updateWebhook(c.var.deps.db, c.var.deps.secretBox, id, { secret }))?.row;
       if (!row) throw new ApiError('not_found', `webhook ${id} not found`);
       c.var.logger.info('webhook secret rotated');
       return c.json(

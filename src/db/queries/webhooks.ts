@@ -94,11 +94,20 @@ export async function findWebhook(db: Database, id: string): Promise<WebhookRow 
 /** What an update may change; a new `secret` or new `headers` are sealed to the webhook. */
 export type WebhookChanges = Partial<Pick<WebhookRow, 'url' | 'events' | 'status' | 'rateLimit'> & { headers: Record<string, string>; secret: string }>;
 
+/** A webhook after an update, and the deliveries whose start a new rate limit brought forward (their workflows must be woken). */
+export interface UpdatedWebhook {
+  row: WebhookRow;
+  startsBroughtForward: string[];
+}
+
 /**
  * Applies a partial update and bumps `updated_at`. A new `secret` replaces the secret in this
- * one statement, so every later send, pending retries included, uses it.
+ * one statement, so every later send, pending retries included, uses it. A new `rateLimit`
+ * (or none) applies at once, in the same transaction: the rate schedule restarts from now, and the
+ * sends already given a start under the old limit are spaced again by the new one, in the order
+ * they had.
  */
-export async function updateWebhook(db: Database, box: SecretBox, id: string, changes: WebhookChanges): Promise<WebhookRow | undefined> {
+export async function updateWebhook(db: Database, box: SecretBox, id: string, changes: WebhookChanges): Promise<UpdatedWebhook | undefined> {
   const { headers, secret, ...fields } = changes;
   // Re-enabling clears the service's reason and restarts the endpoint-health clock.
   const reenabled = changes.status === 'active' ? { disabledReason: null, disabledAt: null, failingSince: null } : {};
@@ -106,12 +115,47 @@ export async function updateWebhook(db: Database, box: SecretBox, id: string, ch
     ...(headers !== undefined && { headersSealed: sealWebhookHeaders(box, id, headers), headersLegacy: null }),
     ...(secret !== undefined && { secretSealed: sealWebhookSecret(box, id, secret) }),
   };
-  const [row] = await db
-    .update(webhooks)
-    .set({ ...fields, ...sealed, ...reenabled, updatedAt: new Date() })
-    .where(eq(webhooks.id, id))
-    .returning();
-  return row;
+  const rateChanged = changes.rateLimit !== undefined;
+  const update = async (tx: Database) => {
+    const [row] = await tx
+      .update(webhooks)
+      .set({ ...fields, ...sealed, ...reenabled, ...(rateChanged && { rateNextAt: null }), updatedAt: new Date() })
+      .where(eq(webhooks.id, id))
+      .returning();
+    if (!row) return undefined;
+    const startsBroughtForward = rateChanged ? await respaceRateStarts(tx, id, row.rateLimit) : [];
+    return { row, startsBroughtForward };
+  };
+  return rateChanged ? db.transaction(update) : update(db);
+}
+
+/**
+ * Gives the webhook's sends that wait for a start time (their places kept, no attempt yet) new
+ * starts under `rateLimit`: the first now, each next 1 / rateLimit s later (all now without a
+ * limit), their order kept; the schedule's next start follows the last. Answers the deliveries
+ * whose start came earlier: they sleep until the old one unless woken.
+ */
+async function respaceRateStarts(tx: Database, webhookId: string, rateLimit: number | null): Promise<string[]> {
+  const spacingSeconds = rateLimit === null ? 0 : 1 / rateLimit;
+  const rows = await queryRows<{ delivery_id: string; earlier: boolean }>(
+    tx,
+    sql`with waiting as (
+          select delivery_id, min(not_before) as old_start,
+                 now() + make_interval(secs => (row_number() over (order by min(not_before)) - 1) * ${spacingSeconds}::float8) as new_start
+          from send_places
+          where scope = ${`w:${webhookId}`} and attempt is null and not_before > now()
+          group by delivery_id
+        ), moved as (
+          update send_places p set not_before = w.new_start, expires_at = w.new_start + (p.expires_at - p.not_before)
+          from waiting w where p.delivery_id = w.delivery_id and p.not_before is not null
+          returning p.delivery_id
+        ), schedule as (
+          update webhooks set rate_next_at = (select max(new_start) from waiting) + make_interval(secs => ${spacingSeconds}::float8)
+          where id = ${webhookId} and ${rateLimit}::float8 is not null and exists (select 1 from waiting)
+        )
+        select distinct m.delivery_id, w.new_start < w.old_start as earlier from moved m join waiting w using (delivery_id)`,
+  );
+  return rows.filter((row) => row.earlier).map((row) => row.delivery_id);
 }
 
 /**
