@@ -26,6 +26,8 @@ export interface SendResult {
   durationMs: number;
   /** A 429 or 503 answer's `Retry-After`, in milliseconds from now. */
   retryAfterMs?: number | undefined;
+  /** The service cancelled the exchange (a manual retry): its end says nothing about the endpoint. */
+  cancelled?: true;
 }
 
 /** Statuses whose `Retry-After` the service follows (back-pressure from the endpoint). */
@@ -167,7 +169,7 @@ export function createSender(options: SenderOptions): Sender {
         } else if (error instanceof RefusedTargetError || error.code === 'ERR_TARGET_REFUSED') {
           settle({ outcome: 'refused', error: error.message, durationMs: elapsed() });
         } else if (signal?.aborted) {
-          settle({ outcome: 'network_error', error: 'attempt cancelled', durationMs: elapsed() });
+          settle({ outcome: 'network_error', error: 'attempt cancelled', durationMs: elapsed(), cancelled: true });
         } else {
           settle({ outcome: 'network_error', error: describeNetworkError(error), durationMs: elapsed() });
         }

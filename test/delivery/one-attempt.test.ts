@@ -44,6 +44,9 @@ async function interruptRunningAttempt(interrupt: (webhook: { token: string; web
   const requests = requestsFor(deliveryId!);
   expect(requests).toHaveLength(2);
   expect(peakConcurrency(requests)).toBe(1);
+  // The cancelled attempt was the service's doing, not the endpoint's: no failure counted.
+  const [webhook] = await h.db.select().from(webhooks).where(eq(webhooks.id, webhookId));
+  expect(webhook).toMatchObject({ failureCount: 0, consecutiveFailures: 0, circuitOpenedAt: null });
 }
 
 it('a retry signal during an attempt cancels it before the new round: never two requests at once', async () => {

@@ -201,6 +201,8 @@ export interface AttemptResult {
   error?: string | undefined;
   /** `failed` with the time of the next automatic attempt, or `dead_letter`. Ignored on success. */
   nextStatus: { status: 'failed'; nextRetryAt: Date } | { status: 'dead_letter' };
+  /** The service cancelled the attempt (a manual retry): the webhook's failure counters and circuit breaker stay as they are. */
+  cancelled?: boolean | undefined;
 }
 
 /** What {@link finishAttempt} recorded. */
@@ -237,6 +239,7 @@ export async function finishAttempt(db: Database, result: AttemptResult, breaker
       : await finishFailedStatement(db).execute({
           ...common,
           breakerThreshold,
+          endpointFailure: !result.cancelled,
           status: result.nextStatus.status,
           nextRetryAt: result.nextStatus.status === 'failed' ? result.nextStatus.nextRetryAt.toISOString() : null,
         });
@@ -249,6 +252,7 @@ export async function finishAttempt(db: Database, result: AttemptResult, breaker
 function finishAttemptStatement(db: Database, succeeded: boolean) {
   const value = (name: string) => sql`${sql.placeholder(name)}`;
   const finishedAt = sql<Date>`${value('finishedAt')}::timestamptz`;
+  const endpointFailure = sql<boolean>`${value('endpointFailure')}::boolean`;
   const closed = db.$with('closed').as(
     db
       .update(deliveryAttempts)
@@ -289,11 +293,11 @@ function finishAttemptStatement(db: Database, succeeded: boolean) {
             circuitOpenedAt: null,
           }
         : {
-            failureCount: sql`${webhooks.failureCount} + 1`,
-            failingSince: sql`coalesce(${webhooks.failingSince}, ${finishedAt})`,
-            consecutiveFailures: sql`${webhooks.consecutiveFailures} + 1`,
+            failureCount: sql`${webhooks.failureCount} + ${endpointFailure}::integer`,
+            failingSince: sql`case when ${endpointFailure} then coalesce(${webhooks.failingSince}, ${finishedAt}) else ${webhooks.failingSince} end`,
+            consecutiveFailures: sql`${webhooks.consecutiveFailures} + ${endpointFailure}::integer`,
             // A timeout opens it at once: the endpoint held a place for the whole time limit.
-            circuitOpenedAt: sql`case when ${webhooks.consecutiveFailures} + 1 >= ${value('breakerThreshold')}::integer or ${value('outcome')} = 'timeout'
+            circuitOpenedAt: sql`case when ${endpointFailure} and (${webhooks.consecutiveFailures} + 1 >= ${value('breakerThreshold')}::integer or ${value('outcome')} = 'timeout')
               then coalesce(${webhooks.circuitOpenedAt}, ${finishedAt}) else ${webhooks.circuitOpenedAt} end`,
           },
     )
