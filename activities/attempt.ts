@@ -136,12 +136,13 @@ export async function recordAttempt(
   const { deliveryId, webhook, event, attemptNumber } = prepared;
   const finishedAt = new Date();
   const delayMs = nextRetryDelay(position, sent.retryAfterMs);
+  const { operatorDetail: _logsOnly, ...stored } = sent;
   const result: AttemptResult = {
     attemptId: prepared.attemptId,
     deliveryId,
     webhookId: webhook.id,
     finishedAt,
-    ...sent,
+    ...stored,
     nextStatus: nextAttemptStatus(position, finishedAt, delayMs),
   };
   annotateActiveSpan({
@@ -169,7 +170,7 @@ export async function recordAttempt(
     }
     return { delivered: true };
   }
-  deps.logger.warn({ ...log, error: sent.error, next: result.nextStatus.status }, 'delivery attempt failed');
+  deps.logger.warn({ ...log, error: sent.error, detail: sent.operatorDetail, next: result.nextStatus.status }, 'delivery attempt failed');
   failActiveSpan(sent.error ?? sent.outcome);
   return {
     delivered: false,

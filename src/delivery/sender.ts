@@ -28,7 +28,15 @@ export interface SendResult {
   retryAfterMs?: number | undefined;
   /** The service cancelled the exchange (a manual retry): its end says nothing about the endpoint. */
   cancelled?: true;
+  /** What only the operator's logs may show: for a destination the address policy refused, the addresses it resolved to. */
+  operatorDetail?: string | undefined;
 }
+
+/**
+ * The one reason a customer sees for a destination the address policy refuses, whatever it
+ * resolved to: the addresses, and so which internal names exist, go to the operator's logs only.
+ */
+export const DESTINATION_NOT_ALLOWED = 'destination not allowed';
 
 /** Statuses whose `Retry-After` the service follows (back-pressure from the endpoint). */
 const BACK_PRESSURE_STATUSES = new Set([429, 503]);
@@ -125,7 +133,7 @@ export function createSender(options: SenderOptions): Sender {
     const host = target.hostname.replace(/^\[|\]$/g, '');
     // Node skips the lookup for IP literals, so they are checked here.
     if (!options.allowPrivateTargets && isIP(host) && !isPublicAddress(host)) {
-      return { outcome: 'refused', error: `${host} is not a public address`, durationMs: elapsed() };
+      return { outcome: 'refused', error: DESTINATION_NOT_ALLOWED, operatorDetail: `${host} is not a public address`, durationMs: elapsed() };
     }
     const timeout = AbortSignal.timeout(options.timeoutMs);
     const abort = signal ? AbortSignal.any([signal, timeout]) : timeout;
@@ -167,7 +175,7 @@ export function createSender(options: SenderOptions): Sender {
         if (timeout.aborted) {
           settle({ outcome: 'timeout', error: `no response within ${options.timeoutMs} ms`, durationMs: elapsed() });
         } else if (error instanceof RefusedTargetError || error.code === 'ERR_TARGET_REFUSED') {
-          settle({ outcome: 'refused', error: error.message, durationMs: elapsed() });
+          settle({ outcome: 'refused', error: DESTINATION_NOT_ALLOWED, operatorDetail: error.message, durationMs: elapsed() });
         } else if (signal?.aborted) {
           settle({ outcome: 'network_error', error: 'attempt cancelled', durationMs: elapsed(), cancelled: true });
         } else {
