@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eraseEventPayloads, recordEvent } from '../../src/db/queries/events.ts';
 import { deliveries, events } from '../../src/db/schema.ts';
 import { openPayload } from '../../src/events/payload.ts';
+import { newId } from '../../src/ids.ts';
 import { generateEncryptionKey, SecretBox } from '../../src/secrets.ts';
 import { NON_RETRYABLE, NON_RETRYABLE_REASONS } from '../../workflows/failure-types.ts';
 import { BASE, createWebhookFor, waitForDelivery } from '../delivery/support.ts';
@@ -78,6 +79,36 @@ describe('npm run cli -- events purge', () => {
     expect((await eventRow(first.event.id)).payloadSealed).toBeNull();
     expect((await eventRow(second.event.id)).payloadSealed).toBeNull();
     expect(openPayload(box, await eventRow(elsewhere.event.id))).toMatchObject({ request_id: 'req-shared' });
+  });
+
+  it('--request-id also erases an event an earlier release stored in clear, before any `secrets reseal`', async () => {
+    const legacyId = newId('event');
+    await database.db.insert(events).values({
+      id: legacyId,
+      projectId: projectA,
+      producerEventId: 'doc-legacy',
+      event: 'docauth.completed',
+      occurredAt: new Date(),
+      payloadLegacy: docauthData({ request_id: 'req-legacy' }),
+      createdAt: new Date(),
+    });
+    const elsewhere = newId('event');
+    await database.db.insert(events).values({
+      id: elsewhere,
+      projectId: projectB,
+      producerEventId: 'doc-legacy',
+      event: 'docauth.completed',
+      occurredAt: new Date(),
+      payloadLegacy: docauthData({ request_id: 'req-legacy' }),
+      createdAt: new Date(),
+    });
+
+    const result = await runCli(['events', 'purge', '--project', projectA, '--request-id', 'req-legacy', '--json'], env);
+
+    expect(result.stderr).toBe('');
+    expect(JSON.parse(result.stdout).erased).toEqual([expect.objectContaining({ event_id: legacyId, id: 'doc-legacy' })]);
+    expect(await eventRow(legacyId)).toMatchObject({ payloadLegacy: null, payloadSealed: null, erasedAt: expect.any(Date) });
+    expect((await eventRow(elsewhere)).payloadLegacy).toMatchObject({ request_id: 'req-legacy' });
   });
 
   it('a repeat keeps the first erasure time; no match erases nothing; a wrong call gets the usage', async () => {

@@ -1,4 +1,4 @@
-import { and, asc, eq, inArray, isNull, lt, sql } from 'drizzle-orm';
+import { and, asc, eq, inArray, isNull, lt, or, sql } from 'drizzle-orm';
 import { queryRows, type Database } from '../client.ts';
 import { preparedPerDatabase } from '../prepared.ts';
 import { deliveries, events, webhooks, type EventRow } from '../schema.ts';
@@ -202,7 +202,11 @@ export async function eraseEventPayloads(db: Database, box: SecretBox, projectId
   const which =
     'producerEventId' in match
       ? eq(events.producerEventId, match.producerEventId)
-      : inArray(events.requestIdHash, requestIdHashes(box, projectId, match.requestId));
+      : or(
+          inArray(events.requestIdHash, requestIdHashes(box, projectId, match.requestId)),
+          // An event an earlier release stored in clear has no lookup hash until `secrets reseal`.
+          and(isNull(events.requestIdHash), sql`${events.payloadLegacy}->>'request_id' = ${match.requestId}`),
+        );
   const erased = await db
     .update(events)
     .set({ payloadSealed: null, payloadLegacy: null, requestIdHash: null, erasedAt: sql`coalesce(${events.erasedAt}, now())` })
