@@ -72,8 +72,9 @@ export function createApp(deps: AppDeps) {
   const quota = new PublishQuota(deps.db, deps.admission.publish);
   const publishLanes = new PublishLanes(PUBLISHES_AT_ONCE_PER_PROJECT);
 
-  // First, so that the span covers the whole request; only the producers' door continues a caller's trace.
-  if (deps.tracing) app.use(httpServerSpans({ trustedPrefix: INTERNAL_BASE, untracedPaths: ['/healthz', '/readyz'] }));
+  // First, so that the span covers the whole request; the producers' door starts its own once
+  // the producer is authenticated, continuing the producer's trace (eventsRouter).
+  if (deps.tracing) app.use(httpServerSpans({ callerTracedPrefix: INTERNAL_BASE, untracedPaths: ['/healthz', '/readyz'] }));
   app.use(async (c, next) => {
     const incoming = c.req.header('X-Request-Id');
     const requestId = incoming && REQUEST_ID.test(incoming) ? incoming : `req_${randomUUID()}`;

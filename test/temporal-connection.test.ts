@@ -19,6 +19,7 @@ describe('connectToTemporal', () => {
     const worker = await connectToTemporal(address, settings({}), (options) => NativeConnection.connect(options));
     try {
       expect((await client.workflowService.getSystemInfo({})).serverVersion).toMatch(/^\d+\.\d+/);
+      expect((await worker.workflowService.getSystemInfo({})).serverVersion).toMatch(/^\d+\.\d+/);
     } finally {
       await Promise.all([client.close(), worker.close()]);
     }

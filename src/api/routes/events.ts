@@ -1,6 +1,7 @@
 import { createRoute, z } from '@hono/zod-openapi';
 import { publishEvent } from '../../events/publish.ts';
 import { PublishEventSchema } from '../../events/schema.ts';
+import { callerTracedSpans } from '../../tracing/http-server.ts';
 import { requireProducer } from '../auth.ts';
 import { ApiError, rateLimited } from '../errors.ts';
 import { envelope } from '../schemas.ts';
@@ -11,9 +12,14 @@ const PublishedSchema = z
   .object({ event_id: z.string(), delivery_ids: z.array(z.string()) })
   .openapi('PublishedEvent');
 
-/** The producers' door: `POST /internal/v1/events`, behind a producer key (or the operator's EVENT_PRODUCER_TOKEN). */
+const producerSpans = callerTracedSpans();
+
+/**
+ * The producers' door: `POST /internal/v1/events`, behind a producer key (or the operator's
+ * EVENT_PRODUCER_TOKEN); with tracing on, an authenticated publish continues the producer's trace.
+ */
 export const eventsRouter = createRouter();
-eventsRouter.use('/events', requireProducer);
+eventsRouter.use('/events', requireProducer, (c, next) => (c.var.deps.tracing ? producerSpans(c, next) : next()));
 eventsRouter.openapi(
   createRoute({
     method: 'post',
