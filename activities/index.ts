@@ -43,6 +43,8 @@ export interface ActivityDeps {
   sends: SendsInFlight;
   /** Reports the end of the send activities handed to the background. */
   completion: ActivityCompletion;
+  /** Aborted when the worker has stopped: calls to Temporal still being tried again give up. */
+  stopping: AbortSignal;
 }
 
 /** Pauses between the tries of a call to Temporal that did not go through (a wake signal, a report): about a minute in all. */
@@ -68,22 +70,26 @@ export interface RoundPosition {
  */
 export type SendWait = { attempt: number } & ({ wait: 'turn'; recheckMs: number } | { wait: 'rate' | 'attempt'; waitMs: number });
 
-/** Tries `call` until it goes through, pausing {@link TEMPORAL_RETRY_DELAYS_MS} between tries; false when it never did. */
-async function withRetries(call: () => Promise<unknown>): Promise<boolean> {
+/**
+ * Tries `call` until it goes through, pausing {@link TEMPORAL_RETRY_DELAYS_MS} between tries;
+ * false when it never did, or when `stopping` aborted (the worker stopped) before it did.
+ */
+export async function withRetries(call: () => Promise<unknown>, stopping: AbortSignal): Promise<boolean> {
   for (const delayMs of [...TEMPORAL_RETRY_DELAYS_MS, undefined]) {
     try {
       await call();
       return true;
     } catch {
-      if (delayMs === undefined) return false;
-      await sleep(delayMs);
+      if (delayMs === undefined || stopping.aborted) return false;
+      const stopped = await sleep(delayMs, false, { signal: stopping }).catch(() => true);
+      if (stopped) return false;
     }
   }
   return false;
 }
 
 /** Creates the activities with their dependencies (the dependency-injection pattern). */
-export function createActivities({ db, secretBox, sender, logger, metrics, sendTraceparent, autoDisable, flow, sends, completion }: ActivityDeps) {
+export function createActivities({ db, secretBox, sender, logger, metrics, sendTraceparent, autoDisable, flow, sends, completion, stopping }: ActivityDeps) {
   const attemptDeps: AttemptDeps = { db, secretBox, sender, logger, metrics, sendTraceparent, breakerThreshold: flow.breakerThreshold };
 
   /**
@@ -96,7 +102,7 @@ export function createActivities({ db, secretBox, sender, logger, metrics, sendT
     for (const deliveryId of deliveryIds) {
       void (async () => {
         let gone: string[] = [];
-        const sent = await withRetries(async () => (gone = await flow.wake([deliveryId])));
+        const sent = await withRetries(async () => (gone = await flow.wake([deliveryId])), stopping);
         if (!sent) logger.warn({ deliveryId }, 'could not wake a delivery waiting for its places');
         for (const id of gone) wake(await releaseSendPlaces(db, id, '', flow.limits).catch(() => []));
       })();
@@ -160,7 +166,7 @@ export function createActivities({ db, secretBox, sender, logger, metrics, sendT
       await giveBack(prepared.deliveryId, attempt, keepForMs);
     }
     // A report that never goes through leaves the activity to its heartbeat timeout: it is retried, and the retry finds the delivery as recorded.
-    if (!(await withRetries(report))) logger.warn({ deliveryId: prepared.deliveryId }, 'could not report the end of a send attempt to Temporal');
+    if (!(await withRetries(report, stopping))) logger.warn({ deliveryId: prepared.deliveryId }, 'could not report the end of a send attempt to Temporal');
   }
 
   return {

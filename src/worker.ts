@@ -152,6 +152,7 @@ export async function startDeliveryWorker(options: DeliveryWorkerOptions): Promi
   const prebuilt = bundlePath && existsSync(bundlePath) ? bundlePath : undefined;
   const workflowBundle = prebuilt ? { codePath: prebuilt } : { code: await bundleInChildProcess(tracing) };
   const sends = new SendsInFlight(options.flow.workerMaxInFlight);
+  const stopping = new AbortController();
   options.metrics.trackSendsInFlight(sends);
   const worker = await Worker.create({
     connection: options.connection,
@@ -180,6 +181,7 @@ export async function startDeliveryWorker(options: DeliveryWorkerOptions): Promi
         },
         sends,
         completion: options.completion,
+        stopping: stopping.signal,
       }),
       ...createRetentionActivities({ db: options.db, logger: options.logger.child({ component: 'retention' }), metrics: options.metrics }),
       ...createOperationActivities({ db: options.db, scheduler: options.scheduler, logger: options.logger.child({ component: 'operation' }) }),
@@ -206,6 +208,9 @@ export async function startDeliveryWorker(options: DeliveryWorkerOptions): Promi
     clearInterval(sweep);
     const left = await sends.drain(SENDS_DRAIN_MS);
     if (left > 0) options.logger.warn({ left }, 'stopped with sends still in flight: their attempts are retried once their heartbeats lapse');
+    // What is still being tried again (a wake signal, a report) gives up: the deliveries ask
+    // again by themselves, and an unreported attempt is retried once its heartbeat lapses.
+    stopping.abort();
     sender.close();
   });
   return {
