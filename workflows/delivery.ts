@@ -7,6 +7,7 @@ import {
   continueAsNew,
   defineSignal,
   isCancellation,
+  patched,
   proxyActivities,
   proxyLocalActivities,
   setHandler,
@@ -66,6 +67,9 @@ export type DeliveryWorkflowResult = 'delivered' | 'dead_letter' | 'gone';
 export interface RetryRequest {
   key?: string;
 }
+
+/** The patch under which a retry that interrupts a round may continue the workflow as new. */
+const CONTINUE_AS_NEW_AFTER_INTERRUPT = 'continue-as-new-after-interrupt';
 
 /** How many handled retry keys a workflow remembers. */
 const RETRY_KEYS_KEPT = 20;
@@ -158,7 +162,14 @@ export async function deliveryWorkflow(input: DeliveryWorkflowInput): Promise<De
       round = undefined;
     }
 
-    if (outcome === 'interrupted') continue;
+    if (outcome === 'interrupted') {
+      // Retries that keep interrupting rounds grow one history: it continues as new as a long
+      // wait does. The patch keeps open runs of the previous release replaying as they ran.
+      if (workflowInfo().continueAsNewSuggested && patched(CONTINUE_AS_NEW_AFTER_INTERRUPT)) {
+        return continueAsNew<typeof deliveryWorkflow>({ deliveryId, retryKeys });
+      }
+      continue;
+    }
     upsertSearchAttributes([{ key: DeliveryStatusAttribute, value: outcome }]);
     if (outcome !== 'dead_letter') return outcome;
 

@@ -31,6 +31,8 @@ export interface HarnessOptions {
   admission?: Partial<ReturnType<typeof parseConfig>['admission']>;
   /** Activity slots of that worker (the SDK's maxConcurrentActivityTaskExecutions); the SDK's default otherwise. */
   activitySlots?: number;
+  /** A Temporal server of the test's own (a dev server with other settings); the run's otherwise. */
+  temporalAddress?: string;
 }
 
 /** A JSON response as the tests see it. */
@@ -45,8 +47,8 @@ export interface TestResponse {
  * Connects with `connect` to the run's Temporal server (test/global-setup.ts) as the service does:
  * with the TEMPORAL_TLS* settings and TEMPORAL_API_KEY of TEMPORAL_ADDRESS when that is given.
  */
-export function connectToTestTemporal<T>(connect: (options: TemporalConnectionOptions) => Promise<T>): Promise<T> {
-  return connectToTemporal(inject('temporalAddress'), parseConfig(process.env).temporal, connect);
+export function connectToTestTemporal<T>(connect: (options: TemporalConnectionOptions) => Promise<T>, address = inject('temporalAddress')): Promise<T> {
+  return connectToTemporal(address, parseConfig(process.env).temporal, connect);
 }
 
 /**
@@ -57,7 +59,7 @@ export function connectToTestTemporal<T>(connect: (options: TemporalConnectionOp
 export async function startHarness(options: HarnessOptions = {}) {
   const database: DatabaseHandle = await openTestDatabase();
   // As in the service: one native connection, shared by the client and the worker.
-  const connection = await connectToTestTemporal((connectionOptions) => NativeConnection.connect(connectionOptions));
+  const connection = await connectToTestTemporal((connectionOptions) => NativeConnection.connect(connectionOptions), options.temporalAddress);
   const client = new Client({ connection });
   const taskQueue = `test-${randomUUID()}`;
   const scheduler = new DeliveryScheduler(client, taskQueue, {
