@@ -276,6 +276,8 @@ DECLARE
   now_at timestamptz := statement_timestamp();
   freed integer;
   hook record;
+  line_open boolean;
+  woken text[];
 BEGIN
   IF p_keep_ms IS NOT NULL THEN
     UPDATE send_places SET attempt = NULL, not_before = now_at + make_interval(secs => p_keep_ms / 1000.0),
@@ -300,11 +302,21 @@ BEGIN
   END IF;
   -- A delivery that only waited gave back no place, but may have stood at the head of its line.
   -- While the webhook's breaker is open, its line is woken only when its one place is free.
-  RETURN wake_send_waiters(
-    CASE WHEN hook.circuit_opened_at IS NULL
-           OR EXISTS (SELECT 1 FROM send_places WHERE scope = 'w:' || hook.id AND slot = 1 AND expires_at < now_at)
-         THEN hook.id END,
+  line_open := hook.circuit_opened_at IS NULL
+    OR EXISTS (SELECT 1 FROM send_places WHERE scope = 'w:' || hook.id AND slot = 1 AND expires_at < now_at);
+  woken := wake_send_waiters(
+    CASE WHEN line_open THEN hook.id END,
     CASE WHEN freed > 0 THEN hook.project_id END,
     CASE WHEN freed > 0 THEN hook.destination END,
     p_reserve_ms, now_at);
+  -- When the turn went to another webhook's delivery (it had waited longer for the project's or
+  -- the destination's places), this webhook holds no place any more and its head still waits for
+  -- one of the webhook's, that head is woken too: it now waits for the project's or the
+  -- destination's and must say so there, or no later release would find it.
+  IF line_open AND NOT EXISTS (SELECT 1 FROM send_waiters WHERE delivery_id = ANY (woken) AND webhook_id = hook.id)
+     AND NOT EXISTS (SELECT 1 FROM send_places WHERE scope = 'w:' || hook.id AND delivery_id IS NOT NULL)
+     AND (SELECT o.blocked FROM send_waiters o WHERE o.webhook_id = hook.id ORDER BY o.seq LIMIT 1) = 'webhook' THEN
+    woken := woken || wake_send_waiters(hook.id, NULL, NULL, p_reserve_ms, now_at);
+  END IF;
+  RETURN woken;
 END $$;

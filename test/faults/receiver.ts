@@ -66,6 +66,10 @@ export class DedupeReceiver {
   maxOpenRequests = 0;
   /** When each verified request arrived (ms since the epoch), in order. */
   readonly receipts: number[] = [];
+  /** Requests of each delivery open at this moment. */
+  readonly #openPerDelivery = new Map<string, number>();
+  /** Deliveries that had two requests open at once: the service sent one while another was still out. */
+  readonly sentTwiceAtOnce = new Set<string>();
 
   get certFile(): string {
     return this.#certificate.certFile;
@@ -121,6 +125,10 @@ export class DedupeReceiver {
           }
           const now = Date.now();
           this.receipts.push(now);
+          const open = (this.#openPerDelivery.get(payload.id) ?? 0) + 1;
+          this.#openPerDelivery.set(payload.id, open);
+          if (open > 1) this.sentTwiceAtOnce.add(payload.id);
+          res.once('close', () => this.#openPerDelivery.set(payload.id, this.#openPerDelivery.get(payload.id)! - 1));
           const known = this.seen.get(payload.id);
           if (known) {
             known.count += 1;

@@ -182,6 +182,26 @@ describe('places of a project and of a destination', () => {
     expect(await release(rest[0]!, projectLimit)).toEqual([rest[1]]);
   });
 
+  it("wakes a webhook's line when its last send gives its places to another webhook's delivery, so the line learns where it waits", async () => {
+    const project = await newProject();
+    const oneEach = { ...limits, webhookMaxInFlight: 1, projectMaxInFlight: 1 };
+    const a = await webhookWithDeliveries(1, { project });
+    const c = await webhookWithDeliveries(2, { project });
+    const [c1, c2] = c.ids as [string, string];
+    expect(await decisionOf(acquire(c1, oneEach))).toBe('granted');
+    // A's delivery waits for the project's place; C's second, behind it, for C's own place.
+    expect(await acquire(a.ids[0]!, oneEach)).toMatchObject({ decision: 'wait_turn', blocked: 'project' });
+    expect(await acquire(c2, oneEach)).toMatchObject({ decision: 'wait_turn', blocked: 'webhook' });
+    // C's send ends: A's delivery waited longer and gets the turn; C's line is woken as well, or
+    // nothing would ever wake it (C has no send left to end, and its head waits at C's places).
+    expect(await release(c1, oneEach)).toEqual([a.ids[0], c2]);
+    expect(await decisionOf(acquire(a.ids[0]!, oneEach))).toBe('granted');
+    expect(await acquire(c2, oneEach)).toMatchObject({ decision: 'wait_turn', blocked: 'project' });
+    // Now it waits at the project's places, where A's release finds it.
+    expect(await release(a.ids[0]!, oneEach)).toEqual([c2]);
+    expect(await decisionOf(acquire(c2, oneEach))).toBe('granted');
+  });
+
   it("bounds the sends of every project to one destination, host and port as written, and wakes the webhook that waited there longest", async () => {
     const url = (path: string) => `https://Shared.Example:8443/${path}`;
     const destinationLimit = { ...limits, destinationMaxInFlight: 2 };

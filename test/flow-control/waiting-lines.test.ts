@@ -130,7 +130,12 @@ describe.skipIf(databaseKind !== 'postgres')('waiting lines of any length (Postg
   it("makes no one wait on a lock while the long line's deliveries ask again and other customers' deliveries go out", async () => {
     const url = await databaseUrl(h.db);
     const long = await seedLine(h.db, 'busy', LONG_LINE);
-    const rechecking = await openDatabase({ kind: 'postgres', url, poolMax: 8 });
+    // Named, so that the lock waits the line's rechecks take part in can be told from those of the
+    // other customers' deliveries among themselves (two of them may take the same free place at
+    // one instant, and one then waits a statement's time for the other).
+    const rechecksUrl = new URL(url);
+    rechecksUrl.searchParams.set('application_name', LINE_RECHECKS);
+    const rechecking = await openDatabase({ kind: 'postgres', url: rechecksUrl.toString(), poolMax: 8 });
     const watcher = await openDatabase({ kind: 'postgres', url, poolMax: 1 });
     const lockWaits: unknown[] = [];
     let running = true;
@@ -147,13 +152,16 @@ describe.skipIf(databaseKind !== 'postgres')('waiting lines of any length (Postg
       });
       const watching = (async () => {
         while (running) {
-          // Waits of this database's sessions (the other test files' databases are on the same server).
+          // Waits of this database's sessions (the other test files' databases are on the same
+          // server) in which a recheck of the long line waits or makes another wait.
           lockWaits.push(
             ...(await queryRows(
               watcher.db,
-              sql`select l.locktype, l.relation::regclass::text as relation, l.mode, a.query
+              sql`select l.locktype, l.relation::regclass::text as relation, l.mode, a.query, a.application_name
                   from pg_locks l join pg_stat_activity a on a.pid = l.pid
-                  where not l.granted and a.datname = current_database()`,
+                  where not l.granted and a.datname = current_database()
+                    and (a.application_name = ${LINE_RECHECKS} or exists (
+                      select 1 from pg_stat_activity b where b.pid = any (pg_blocking_pids(a.pid)) and b.application_name = ${LINE_RECHECKS}))`,
             )),
           );
           await new Promise((resolve) => setTimeout(resolve, 20));
@@ -194,6 +202,9 @@ describe.skipIf(databaseKind !== 'postgres')('waiting lines of any length (Postg
 });
 
 /** The postgres:// URL of the harness's scratch database. */
+/** The `application_name` of the connections the long line's rechecks run on. */
+const LINE_RECHECKS = 'line_rechecks';
+
 async function databaseUrl(db: Database): Promise<string> {
   const [row] = await queryRows<{ name: string }>(db, sql`select current_database() as name`);
   const config = parseConfig(process.env).database;
