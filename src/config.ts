@@ -179,6 +179,8 @@ const environmentVariables = z.object({
     .pipe(z.number().min(0.1, 'must be at least 0.1 deliveries per second').max(1000, 'must be at most 1000 deliveries per second'))
     .prefault('10'),
   RETENTION_SWEEP_INTERVAL: duration(60_000).prefault('1h'),
+  REPAIR_INTERVAL: duration(5_000).prefault('30s'),
+  REPAIR_AFTER: duration(10_000).prefault('2m'),
   DELIVERY_TRACEPARENT: booleanFromString.default(false),
   OTEL_SDK_DISABLED: z
     .string()
@@ -399,6 +401,12 @@ function toConfig(env: z.infer<typeof environmentSchema>) {
       periodMs: env.RETENTION_PERIOD,
       /** How often the Temporal Schedule runs the retention sweep. */
       sweepIntervalMs: env.RETENTION_SWEEP_INTERVAL,
+    },
+    repair: {
+      /** How often the Temporal Schedule runs the repair check (undispatched events, deliveries their workflow would not move). */
+      intervalMs: env.REPAIR_INTERVAL,
+      /** How long a delivery must have stayed `pending` or `processing`, with nothing to explain it, before the check looks at it. */
+      staleAfterMs: env.REPAIR_AFTER,
     },
     /** Endpoint health: a webhook failing this long, with this many dead letters, is disabled. */
     autoDisable: { afterMs: env.WEBHOOK_AUTO_DISABLE_AFTER, minDeadLetters: env.WEBHOOK_AUTO_DISABLE_MIN_DEAD_LETTERS },

@@ -86,7 +86,7 @@ function registerDatabaseGauges({ db, limits }: DatabaseFigures, registers: Regi
   );
   figureGauge(
     'webhook_events_undispatched',
-    "Accepted events whose delivery workflows are not all started yet; the worker's outbox sweep starts those older than 10 s (the same in every replica: aggregate with max)",
+    "Accepted events whose delivery workflows are not all started yet; the repair check starts those older than 10 s (the same in every replica: aggregate with max)",
     (figures) => figures.undispatchedEvents,
   );
   figureGauge(
@@ -199,6 +199,15 @@ export function createMetrics(options: { database?: DatabaseFigures } = {}) {
       name: 'webhook_retention_deleted_total',
       help: 'Rows the retention sweep deleted past the retention period: kind = deliveries (with their attempts), events',
       labelNames: ['kind'] as const,
+      registers,
+    }),
+    repairs: new Counter({
+      name: 'webhook_repairs_total',
+      help:
+        'What the repair check (a Temporal Schedule) found and put right: undispatched_event (an event whose delivery workflows were not all started, its API process stopped in between), ' +
+        'pending_without_workflow (a delivery queued for a retry whose workflow had closed or never started), pending_retry_lost (one queued for a retry whose workflow still waited for it), ' +
+        'processing_without_workflow (an attempt left open by a workflow that has closed: the delivery is dead-lettered)',
+      labelNames: ['problem'] as const,
       registers,
     }),
     publishToDelivered: new Histogram({

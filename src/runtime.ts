@@ -15,6 +15,7 @@ import { activityCompletion } from './temporal/activity-completion.ts';
 import { DeliveryScheduler } from './temporal/scheduler.ts';
 import { installTemporalRuntime } from './temporal/runtime.ts';
 import { ensureSearchAttributes } from './temporal/search-attributes.ts';
+import { ensureRepairSchedule, UNDISPATCHED_AFTER_MS } from './repair/schedule.ts';
 import { ensureRetentionSchedule } from './retention/schedule.ts';
 import { formatDuration } from './duration.ts';
 import { startTracing } from './tracing/index.ts';
@@ -165,6 +166,13 @@ export async function startService(config: Config, role: Role, logger: Logger): 
         intervalMs: config.retention.sweepIntervalMs,
       });
       logger.info({ period: formatDuration(config.retention.periodMs), every: formatDuration(config.retention.sweepIntervalMs) }, 'retention sweep scheduled');
+      await ensureRepairSchedule(client, {
+        taskQueue: config.temporal.taskQueue,
+        intervalMs: config.repair.intervalMs,
+        undispatchedAfterMs: UNDISPATCHED_AFTER_MS,
+        staleAfterMs: config.repair.staleAfterMs,
+      });
+      logger.info({ every: formatDuration(config.repair.intervalMs), after: formatDuration(config.repair.staleAfterMs) }, 'repair check scheduled');
     }
     // Every role serves /metrics apart from the API, on METRICS_HOST (loopback by default):
     // delivery failure figures are for the operator's scraper, not for the API's clients.

@@ -9,13 +9,12 @@ import { Worker, type NativeConnection } from '@temporalio/worker';
 import type { Logger } from 'pino';
 import { createActivities } from '../activities/index.ts';
 import { createOperationActivities } from '../activities/operations.ts';
+import { createRepairActivities } from '../activities/repair.ts';
 import { createRetentionActivities } from '../activities/retention.ts';
 import type { Database } from './db/client.ts';
 import type { AutoDisableRule } from './endpoint-health/auto-disable.ts';
-import { listUndispatchedEvents } from './db/queries/events.ts';
 import { createSender, type Sender } from './delivery/sender.ts';
 import { SendsInFlight } from './delivery/sends-in-flight.ts';
-import { dispatchEvent } from './events/publish.ts';
 import type { Metrics } from './metrics.ts';
 import type { SecretBox } from './secrets.ts';
 import { nodeArgsForChild } from './node-child.ts';
@@ -73,8 +72,6 @@ export interface DeliveryWorkerOptions {
   };
   /** Activity slots (the SDK's maxConcurrentActivityTaskExecutions, 100 by default): the sends hold one only while they prepare. */
   activitySlots?: number;
-  /** Outbox sweep period; 0 turns the sweep off. */
-  sweepIntervalMs?: number;
   /**
    * Tracing on: the worker runs the bundle with the workflow interceptors and adds the activity
    * interceptors and the workflows' span sink.
@@ -84,7 +81,7 @@ export interface DeliveryWorkerOptions {
   sendTraceparent?: boolean;
 }
 
-/** A running worker: the delivery and retention activities, the workflows and the outbox sweep. */
+/** A running worker: the workflows, and the delivery, retention, bulk retry and repair activities. */
 export interface DeliveryWorker {
   /** Resolves when the worker has stopped. */
   readonly done: Promise<void>;
@@ -92,18 +89,6 @@ export interface DeliveryWorker {
   stop(): Promise<void>;
 }
 
-/**
- * Starts events whose delivery workflows were not all started because the process
- * that accepted them stopped in between (the outbox pattern). Starting is idempotent.
- */
-export async function sweepUndispatchedEvents(
-  deps: { db: Database; scheduler: DeliveryScheduler },
-  olderThanMs: number,
-): Promise<number> {
-  const pending = await listUndispatchedEvents(deps.db, new Date(Date.now() - olderThanMs), 100);
-  for (const { event, deliveries } of pending) await dispatchEvent(deps, event, deliveries);
-  return pending.length;
-}
 
 /**
  * How long a delivery woken for its turn is expected back (its workflow asks again within
@@ -185,6 +170,7 @@ export async function startDeliveryWorker(options: DeliveryWorkerOptions): Promi
       }),
       ...createRetentionActivities({ db: options.db, logger: options.logger.child({ component: 'retention' }), metrics: options.metrics }),
       ...createOperationActivities({ db: options.db, scheduler: options.scheduler, logger: options.logger.child({ component: 'operation' }) }),
+      ...createRepairActivities({ db: options.db, scheduler: options.scheduler, logger: options.logger.child({ component: 'repair' }), metrics: options.metrics }),
     },
     maxCachedWorkflows: options.maxCachedWorkflows,
     ...(options.activitySlots !== undefined && { maxConcurrentActivityTaskExecutions: options.activitySlots }),
@@ -193,19 +179,7 @@ export async function startDeliveryWorker(options: DeliveryWorkerOptions): Promi
   });
   options.logger.info({ taskQueue: options.taskQueue, bundle: prebuilt ?? 'compiled at start', tracing }, 'worker started');
 
-  const sweepInterval = options.sweepIntervalMs ?? 10_000;
-  const sweep =
-    sweepInterval > 0
-      ? setInterval(() => {
-          sweepUndispatchedEvents(options, sweepInterval).then(
-            (count) => count > 0 && options.logger.warn({ count }, 'started deliveries of undispatched events'),
-            (error: unknown) => options.logger.error({ err: error }, 'outbox sweep failed'),
-          );
-        }, sweepInterval)
-      : undefined;
-
   const done = worker.run().finally(async () => {
-    clearInterval(sweep);
     const left = await sends.drain(SENDS_DRAIN_MS);
     if (left > 0) options.logger.warn({ left }, 'stopped with sends still in flight: their attempts are retried once their heartbeats lapse');
     // What is still being tried again (a wake signal, a report) gives up: the deliveries ask

@@ -318,7 +318,7 @@ export interface components {
                 [key: string]: string;
             };
             /**
-             * @description Deliveries per second at most to this endpoint (fractions allowed: 0.5 is one every 2 s); absent: no limit. Deliveries beyond it wait their turn; waiting uses up none of the 5 attempts.
+             * @description Deliveries per second at most to this endpoint, from 0.01 (one every 100 s) to 1000 (fractions allowed: 0.5 is one every 2 s); absent: no limit. Deliveries beyond it wait their turn; waiting uses up none of the 5 attempts. A new limit applies at once, to the deliveries already waiting as well.
              * @example 5
              */
             rate_limit?: number;

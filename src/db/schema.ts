@@ -121,7 +121,7 @@ export const events = pgTable(
     dispatchedAt: timestamp('dispatched_at', { withTimezone: true, mode: 'date' }),
     /**
      * The W3C `traceparent` of the request that accepted the event (tracing on), so that delivery
-     * workflows started later by the outbox sweep join that request's trace.
+     * workflows started later by the repair check join that request's trace.
      */
     traceparent: text('traceparent'),
   },
@@ -177,6 +177,10 @@ export const deliveries = pgTable(
     index('deliveries_settled_idx')
       .on(table.updatedAt)
       .where(sql`${table.status} in ('delivered', 'dead_letter')`),
+    // The repair check's way to deliveries left pending or processing (src/repair/).
+    index('deliveries_unsettled_idx')
+      .on(table.updatedAt)
+      .where(sql`${table.status} in ('pending', 'processing')`),
     uniqueIndex('deliveries_event_webhook_idx').on(table.eventId, table.webhookId),
     check(
       'deliveries_status_check',

@@ -27,7 +27,7 @@ export interface PublishedEvent {
 /**
  * Starts the delivery workflows of a stored event and records that it is dispatched. The starts
  * join the trace of the request that accepted the event (its stored `traceparent`), also when the
- * outbox sweep makes them later.
+ * repair check makes them later.
  */
 export async function dispatchEvent(
   deps: Pick<PublishDeps, 'db' | 'scheduler'>,
@@ -44,7 +44,7 @@ export async function dispatchEvent(
  * Accepts an event: stores it with one `pending` delivery per active, subscribed webhook
  * (one transaction), then starts a delivery workflow per delivery. When this resolves,
  * every delivery is durable in both the database and Temporal. If the process dies in
- * between, the worker's outbox sweep starts the missing workflows; publishing again with
+ * between, the repair check starts the missing workflows; publishing again with
  * the same `id` returns the same ids and creates nothing new.
  */
 export async function publishEvent(deps: PublishDeps, input: PublishEventInput, onlyWebhookId?: string): Promise<PublishedEvent> {

@@ -114,6 +114,21 @@ export class DeliveryScheduler {
     });
   }
 
+  /**
+   * Where a delivery's workflow stands, for the repair check: `none` (never started), `closed`,
+   * `waiting_for_retry` (open, in its dead-letter wait) or `running` (on its way).
+   */
+  async deliveryWorkflowState(deliveryId: string): Promise<'none' | 'closed' | 'waiting_for_retry' | 'running'> {
+    try {
+      const description = await this.client.workflow.getHandle(deliveryId).describe();
+      if (description.status.name !== 'RUNNING') return 'closed';
+      return description.typedSearchAttributes.get(DeliveryStatusAttribute) === 'dead_letter' ? 'waiting_for_retry' : 'running';
+    } catch (error) {
+      if (error instanceof WorkflowNotFoundError) return 'none';
+      throw error;
+    }
+  }
+
   /** Starts the workflow of a bulk retry operation (workflow id = operation id). */
   async startRetryOperation(operation: { id: string; webhookId: string; projectId: string }): Promise<void> {
     await this.client.workflow.start(bulkRetryWorkflow, {

@@ -26,7 +26,7 @@ export function currentTraceparent(): string | undefined {
 
 /**
  * Runs `fn` as a continuation of the trace a stored `traceparent` names, so that what it starts
- * (a workflow, from the outbox sweep) joins that trace; runs it as is without one.
+ * (a workflow, from the repair check) joins that trace; runs it as is without one.
  */
 export function withTraceparent<T>(traceparent: string | null | undefined, fn: () => T): T {
   if (!traceparent) return fn();

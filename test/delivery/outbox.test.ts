@@ -2,7 +2,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { eq } from 'drizzle-orm';
 import { recordEvent } from '../../src/db/queries/events.ts';
 import { events } from '../../src/db/schema.ts';
-import { sweepUndispatchedEvents } from '../../src/worker.ts';
+import { dispatchUndispatchedEvents } from '../../src/repair/outbox.ts';
 import { docauthData, startHarness, type Harness } from '../support/harness.ts';
 import { startHttpsReceiver, type HttpsReceiver } from '../support/https-receiver.ts';
 import { createWebhookFor, waitForDelivery } from './support.ts';
@@ -31,12 +31,12 @@ it('starts the deliveries of an event whose publisher stopped between storing it
   const [deliveryId] = stored.deliveries.map((target) => target.deliveryId);
   expect(await h.client.workflow.getHandle(deliveryId!).describe().catch(() => 'none')).toBe('none');
 
-  expect(await sweepUndispatchedEvents(h, 60_000)).toBe(0); // too young: its publisher may still be starting it
-  expect(await sweepUndispatchedEvents(h, 0)).toBe(1);
+  expect(await dispatchUndispatchedEvents(h, 60_000)).toBe(0); // too young: its publisher may still be starting it
+  expect(await dispatchUndispatchedEvents(h, 0)).toBe(1);
   await waitForDelivery(h, key.token, webhookId, deliveryId!, (d) => d.status === 'delivered');
   const [row] = await h.db.select().from(events).where(eq(events.id, stored.event.id));
   expect(row!.dispatchedAt).toBeInstanceOf(Date);
-  expect(await sweepUndispatchedEvents(h, 0)).toBe(0);
+  expect(await dispatchUndispatchedEvents(h, 0)).toBe(0);
 
   // The producer publishing again with the same id gets the same ids and nothing is sent twice.
   const again = await h.publish({ id: 'crash-1', project_id: key.projectId, event: 'docauth.completed', data: docauthData() });

@@ -11,7 +11,7 @@ const DOWN_MS = 25_000;
 it('production topology: delivers every event when the Temporal server is killed with SIGKILL and started again on its database', async () => {
   const { cluster, webhook } = scenario;
   // Gives up on a 5xx: what the API committed before failing to start the workflows must
-  // reach the receiver through the workers' outbox sweep alone.
+  // reach the receiver through the repair check alone.
   const publisher = new Publisher({ cluster, webhook, count: EVENTS, ratePerSecond: RATE, retryServerErrors: false });
   await midRun(scenario, publisher);
   const damagedAt = Date.now();

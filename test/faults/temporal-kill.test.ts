@@ -14,7 +14,7 @@ const DOWN_MS = 25_000;
 it('delivers every event when the Temporal server is killed with SIGKILL and restarted on its database file', async () => {
   const { cluster, webhook } = scenario;
   // This producer gives up on a 5xx: what the API committed before failing to start the
-  // workflows must then reach the receiver through the worker's outbox sweep alone.
+  // workflows must then reach the receiver through the repair check alone.
   const publisher = new Publisher({ cluster, webhook, count: EVENTS, ratePerSecond: RATE, retryServerErrors: false });
   await midRun(scenario, publisher);
   const damagedAt = Date.now();

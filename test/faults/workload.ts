@@ -103,7 +103,7 @@ export interface PublisherOptions {
   /**
    * Publish again after a 5xx answer (default). When false the producer gives up on a 5xx
    * (it still retries calls that got no answer): what the service committed before failing
-   * must then be delivered by the worker's outbox sweep alone.
+   * must then be delivered by the repair check alone.
    */
   retryServerErrors?: boolean;
 }

@@ -37,7 +37,10 @@ describe('POST /portal/sessions', () => {
     expect(expiresAt).toBeLessThanOrEqual(Date.now() + 10 * 60_000);
     expect(response.headers.get('Cache-Control')).toBe('no-store');
     const [row] = await h.db.select().from(portalSessions).where(eq(portalSessions.id, data.id));
-    expect(row!.linkHash).not.toContain(new URL(data.url).searchParams.get('token')!.split('_')[2]);
+    // The link's secret follows `plt_<id>_`; it is base64url, which may hold `_` itself.
+    const secret = new URL(data.url).searchParams.get('token')!.slice('plt_'.length + 26 + 1);
+    expect(secret).toHaveLength(43);
+    expect(row!.linkHash).not.toContain(secret);
   });
 
   it('needs an API key with the webhooks service, in the v2 error body', async () => {

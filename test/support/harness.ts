@@ -110,7 +110,6 @@ export async function startHarness(options: HarnessOptions = {}) {
       autoDisable: options.autoDisable ?? parseConfig({}).autoDisable,
       flow: { ...parseConfig({}).flow, ...options.flow },
       ...(options.activitySlots !== undefined && { activitySlots: options.activitySlots }),
-      sweepIntervalMs: 0,
     });
   }
 
@@ -156,6 +155,7 @@ export async function startHarness(options: HarnessOptions = {}) {
     producerToken,
     taskQueue,
     logs,
+    logger,
     metrics,
     request,
     /** Creates an API key straight in the database and returns its id and token. */

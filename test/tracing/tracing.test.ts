@@ -119,6 +119,8 @@ async function startTracedService(otel: Record<string, string>, options: { loade
     WORKFLOW_BUNDLE_PATH: path.join(options.bundleDir ?? workDir, 'workflow-bundle.js'),
     DELIVERY_ALLOW_PRIVATE_TARGETS: 'true',
     DELIVERY_CA_FILE: receiver.certFile,
+    // The repair check starts the event this test leaves undispatched: soon, not after 30 s.
+    REPAIR_INTERVAL: '5s',
     ...(options.loadedModulesFile ? { LOADED_MODULES_FILE: options.loadedModulesFile } : {}),
     ...otel,
   });
@@ -225,7 +227,7 @@ describe('tracing on the dev-server topology', () => {
     expect(quiet.text()).toBe('');
   });
 
-  it('http/protobuf: one trace from the producer through every attempt; the dead letter in its own; a manual retry linked to the API call; a start by the outbox sweep in its publish\'s trace; replays with and without tracing; nothing secret in any span; trace ids in the logs', async () => {
+  it('http/protobuf: one trace from the producer through every attempt; the dead letter in its own; a manual retry linked to the API call; a start by the repair check in its publish\'s trace; replays with and without tracing; nothing secret in any span; trace ids in the logs', async () => {
     const service = await startTracedService({ OTEL_EXPORTER_OTLP_ENDPOINT: collector.httpEndpoint, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/protobuf' });
     // Values that must never reach a span: a custom header, a token in the endpoint's query, event data, keys and secrets.
     const planted = {
@@ -244,7 +246,7 @@ describe('tracing on the dev-server topology', () => {
       publish(service, deadLettered),
     ]);
     // C: what an API process that stopped right after storing an event leaves (the event with the
-    // traceparent of the request that accepted it, no workflow): the outbox sweep starts it later.
+    // traceparent of the request that accepted it, no workflow): the repair check starts it later.
     const outbox = await createProject();
     const hookC = await createWebhook(service, outbox, `${receiver.url}/outbox`);
     const accepted = { traceId: randomBytes(16).toString('hex'), spanId: randomBytes(8).toString('hex') };
@@ -314,7 +316,7 @@ describe('tracing on the dev-server topology', () => {
         expect(deadLetter.attributes).toMatchObject({ 'webhooks.delivery.status': 'dead_letter' });
         expect(named(spansOf(spans, b), 'StartActivity:markDeadLetter').map((span) => span.spanId)).toEqual([deadLetter.parentSpanId]);
 
-        // C: started by the outbox sweep, yet in the trace of the request that accepted it.
+        // C: started by the repair check, yet in the trace of the request that accepted it.
         expect(only(spansOf(spans, c), 'StartWorkflow:deliveryWorkflow')).toMatchObject({ traceId: accepted.traceId, parentSpanId: accepted.spanId });
         expect(attemptSpans(spans, c).map((span) => [span.traceId, span.attributes['http.response.status_code']])).toEqual([[accepted.traceId, 200]]);
         // The health probes are not traced.

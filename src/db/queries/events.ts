@@ -17,7 +17,7 @@ export interface NewEvent {
   payload: Record<string, unknown>;
   /** Deliver to this webhook only (a test event), when it is active and subscribed. */
   onlyWebhookId?: string | undefined;
-  /** The trace context of the request that accepts it (`traceparent`), kept for the outbox sweep. */
+  /** The trace context of the request that accepts it (`traceparent`), kept for the repair check. */
   traceparent?: string | undefined;
 }
 
@@ -129,23 +129,36 @@ const markDispatchedStatement = preparedPerDatabase((db) =>
 );
 
 /**
- * Events accepted before `before` whose delivery workflows were not all started
- * (the process that accepted them stopped in between), oldest first.
+ * Events accepted before `before` whose delivery workflows were not all started (the process
+ * that accepted them stopped in between): at most `perProject` of each project, the oldest of
+ * each first, `limit` in all; so one project's many do not hold back another's.
  */
 export async function listUndispatchedEvents(
   db: Database,
   before: Date,
   limit: number,
+  perProject: number,
 ): Promise<{ event: EventRow; deliveries: DeliveryTarget[] }[]> {
-  const rows = await db
-    .select()
-    .from(events)
-    .where(and(isNull(events.dispatchedAt), lt(events.createdAt, before)))
-    .orderBy(asc(events.createdAt))
-    .limit(limit);
-  return Promise.all(
-    rows.map(async (event) => ({ event, deliveries: await deliveriesOf(db, event.id) })),
+  const ranked = db.$with('ranked').as(
+    db
+      .select({
+        id: events.id,
+        rank: sql<number>`row_number() over (partition by ${events.projectId} order by ${events.createdAt})`.as('rank'),
+        createdAt: events.createdAt,
+      })
+      .from(events)
+      .where(and(isNull(events.dispatchedAt), lt(events.createdAt, before))),
   );
+  const chosen = await db
+    .with(ranked)
+    .select({ id: ranked.id })
+    .from(ranked)
+    .where(sql`${ranked.rank} <= ${perProject}`)
+    .orderBy(asc(ranked.rank), asc(ranked.createdAt))
+    .limit(limit);
+  if (chosen.length === 0) return [];
+  const rows = await db.select().from(events).where(inArray(events.id, chosen.map((row) => row.id)));
+  return Promise.all(rows.map(async (event) => ({ event, deliveries: await deliveriesOf(db, event.id) })));
 }
 
 /**

@@ -1,0 +1,37 @@
+import type { Logger } from 'pino';
+import type { Database } from '../src/db/client.ts';
+import type { Metrics } from '../src/metrics.ts';
+import { dispatchUndispatchedEvents, OUTBOX_BATCH } from '../src/repair/outbox.ts';
+import { repairStuckDeliveries } from '../src/repair/stuck-deliveries.ts';
+import type { DeliveryScheduler } from '../src/temporal/scheduler.ts';
+
+/** What the repair check's activities need. */
+export interface RepairActivityDeps {
+  db: Database;
+  scheduler: DeliveryScheduler;
+  logger: Logger;
+  metrics: Metrics;
+}
+
+/** Creates the repair check's activities (the dependency-injection pattern). */
+export function createRepairActivities(deps: RepairActivityDeps) {
+  return {
+    /** Starts the workflows of one batch of undispatched events; `more` when the batch was full. */
+    async dispatchUndispatchedEvents(olderThanMs: number): Promise<{ dispatched: number; more: boolean }> {
+      const dispatched = await dispatchUndispatchedEvents(deps, olderThanMs);
+      if (dispatched > 0) {
+        deps.metrics.repairs.inc({ problem: 'undispatched_event' }, dispatched);
+        deps.logger.warn({ count: dispatched }, 'started deliveries of undispatched events');
+      }
+      return { dispatched, more: dispatched === OUTBOX_BATCH.events };
+    },
+
+    /** Puts right the deliveries left as they are for `staleAfterMs` whose workflow would not move them. */
+    async repairStuckDeliveries(staleAfterMs: number): Promise<Record<string, number>> {
+      return repairStuckDeliveries(deps, staleAfterMs);
+    },
+  };
+}
+
+/** The repair check's activities as the workflow sees them. */
+export type RepairActivities = ReturnType<typeof createRepairActivities>;

@@ -1,0 +1,1 @@
+CREATE INDEX "deliveries_unsettled_idx" ON "deliveries" USING btree ("updated_at") WHERE "deliveries"."status" in ('pending', 'processing');

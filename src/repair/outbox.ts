@@ -1,0 +1,23 @@
+/**
+ * The outbox: an event is stored with its deliveries before their workflows are started, and
+ * marked dispatched once they are. An API process that stops in between leaves the event
+ * undispatched; the repair check starts its workflows.
+ */
+import type { Database } from '../db/client.ts';
+import { listUndispatchedEvents } from '../db/queries/events.ts';
+import { dispatchEvent } from '../events/publish.ts';
+import type { DeliveryScheduler } from '../temporal/scheduler.ts';
+
+/** Events started per batch, and at most this many of one project's, so that one project's many do not hold back another's. */
+export const OUTBOX_BATCH = { events: 100, perProject: 10 } as const;
+
+/**
+ * Starts the delivery workflows of a batch of events accepted more than `olderThanMs` ago and not
+ * yet dispatched (younger ones may still be starting in their publish request); returns how many.
+ * Starting is idempotent: a workflow already running or closed is left as it is.
+ */
+export async function dispatchUndispatchedEvents(deps: { db: Database; scheduler: DeliveryScheduler }, olderThanMs: number): Promise<number> {
+  const pending = await listUndispatchedEvents(deps.db, new Date(Date.now() - olderThanMs), OUTBOX_BATCH.events, OUTBOX_BATCH.perProject);
+  for (const { event, deliveries } of pending) await dispatchEvent(deps, event, deliveries);
+  return pending.length;
+}
