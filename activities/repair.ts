@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import type { Database } from '../src/db/client.ts';
 import type { Metrics } from '../src/metrics.ts';
+import { wakeForgottenLines } from '../src/repair/forgotten-lines.ts';
 import { dispatchUndispatchedEvents, OUTBOX_BATCH } from '../src/repair/outbox.ts';
 import { repairStuckDeliveries } from '../src/repair/stuck-deliveries.ts';
 import type { DeliveryScheduler } from '../src/temporal/scheduler.ts';
@@ -11,6 +12,8 @@ export interface RepairActivityDeps {
   scheduler: DeliveryScheduler;
   logger: Logger;
   metrics: Metrics;
+  /** How long a delivery woken for its turn is expected back (the worker's turn reservation). */
+  reserveMs: number;
 }
 
 /** Creates the repair check's activities (the dependency-injection pattern). */
@@ -24,6 +27,16 @@ export function createRepairActivities(deps: RepairActivityDeps) {
         deps.logger.warn({ count: dispatched }, 'started deliveries of undispatched events');
       }
       return { dispatched, more: dispatched === OUTBOX_BATCH.events };
+    },
+
+    /** Wakes the heads of the lines nobody will wake (their waker died); returns how many. */
+    async wakeForgottenLines(): Promise<number> {
+      const woken = await wakeForgottenLines(deps);
+      if (woken > 0) {
+        deps.metrics.repairs.inc({ problem: 'forgotten_line' }, woken);
+        deps.logger.warn({ count: woken }, 'woke the heads of waiting lines nobody would have woken');
+      }
+      return woken;
     },
 
     /** Puts right the deliveries left as they are for `staleAfterMs` whose workflow would not move them. */

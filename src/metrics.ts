@@ -206,7 +206,8 @@ export function createMetrics(options: { database?: DatabaseFigures } = {}) {
       help:
         'What the repair check (a Temporal Schedule) found and put right: undispatched_event (an event whose delivery workflows were not all started, its API process stopped in between), ' +
         'pending_without_workflow (a delivery queued for a retry whose workflow had closed or never started), pending_retry_lost (one queued for a retry whose workflow still waited for it), ' +
-        'processing_without_workflow (an attempt left open by a workflow that has closed: the delivery is dead-lettered)',
+        'processing_without_workflow (an attempt left open by a workflow that has closed: the delivery is dead-lettered), ' +
+        'forgotten_line (the head of a waiting line woken because a place of its scope was free and nobody else would wake it: its waker died)',
       labelNames: ['problem'] as const,
       registers,
     }),

@@ -12,6 +12,8 @@ export interface RepairInput {
 /** What a run did, shown as the workflow's result in the Web UI. */
 export interface RepairResult {
   eventsDispatched: number;
+  /** Heads of waiting lines woken because nobody else would have (their waker died). */
+  linesWoken: number;
   deliveriesRepaired: Record<string, number>;
 }
 
@@ -19,15 +21,16 @@ export interface RepairResult {
 const MAX_OUTBOX_BATCHES = 10;
 
 // Local activities: a run that finds nothing costs one workflow task beside its start.
-const { dispatchUndispatchedEvents, repairStuckDeliveries } = proxyLocalActivities<RepairActivities>({
+const { dispatchUndispatchedEvents, repairStuckDeliveries, wakeForgottenLines } = proxyLocalActivities<RepairActivities>({
   startToCloseTimeout: '1m',
   retry: { initialInterval: '1s', backoffCoefficient: 2, maximumInterval: '10s', maximumAttempts: 3 },
 });
 
 /**
  * One run of the repair check (started by its Temporal Schedule every REPAIR_INTERVAL): starts
- * the workflows of events their API process did not get to, fairly across projects, then puts
- * right the deliveries whose workflow would not move them (src/repair/).
+ * the workflows of events their API process did not get to, fairly across projects, wakes the
+ * waiting lines nobody would wake, then puts right the deliveries whose workflow would not move
+ * them (src/repair/).
  */
 export async function repairWorkflow(input: RepairInput): Promise<RepairResult> {
   let eventsDispatched = 0;
@@ -36,6 +39,7 @@ export async function repairWorkflow(input: RepairInput): Promise<RepairResult> 
     eventsDispatched += dispatched;
     if (!more) break;
   }
+  const linesWoken = await wakeForgottenLines();
   const deliveriesRepaired = await repairStuckDeliveries(input.staleAfterMs);
-  return { eventsDispatched, deliveriesRepaired };
+  return { eventsDispatched, linesWoken, deliveriesRepaired };
 }

@@ -87,10 +87,41 @@ export function turnRecheckMs(decision: Extract<PlaceDecision, { decision: 'wait
  * comes after that backoff) the places stay the delivery's, reserved for that attempt, and nobody
  * is woken.
  */
-export async function releaseSendPlaces(db: Database, deliveryId: string, attempt: string, limits: FlowLimits, keepForMs?: number): Promise<string[]> {
+export async function releaseSendPlaces(db: Database, deliveryId: string, attempt: string, limits: Pick<FlowLimits, 'reserveMs'>, keepForMs?: number): Promise<string[]> {
   const [row] = await queryRows<{ wake: string[] }>(
     db,
     sql`select release_send_places(${deliveryId}, ${attempt}, ${limits.reserveMs}, ${keepForMs === undefined ? null : Math.ceil(keepForMs)}::integer) as wake`,
   );
   return row!.wake;
+}
+
+/**
+ * Wakes the heads of lines nobody will wake: a line whose head is not woken (or was woken and
+ * did not come back in time) while a place of the scope it waits for is free. That happens when
+ * the one who should have woken it is gone: a worker that died holding places (they lapse, and a
+ * lapse wakes nobody) or between a release and its wake signal. Heads that have waited at least
+ * `minWaitMs`, at most `limit`; each is marked woken for `reserveMs`. Returns the deliveries to
+ * signal.
+ */
+export async function wakeForgottenLineHeads(db: Database, limits: Pick<FlowLimits, 'reserveMs'>, minWaitMs: number, limit: number): Promise<string[]> {
+  const rows = await queryRows<{ delivery_id: string }>(
+    db,
+    sql`with heads as (
+          select distinct on (webhook_id) delivery_id, webhook_id, project_id, destination, blocked, blocked_since, woken_until
+          from send_waiters order by webhook_id, seq
+        ), forgotten as (
+          select h.delivery_id from heads h
+          where (h.woken_until is null or h.woken_until < now())
+            and h.blocked_since < now() - make_interval(secs => ${minWaitMs / 1000}::float8)
+            and exists (
+              select 1 from send_places p
+              where p.expires_at < now()
+                and p.scope = case h.blocked when 'webhook' then 'w:' || h.webhook_id when 'project' then 'p:' || h.project_id else 'd:' || h.destination end)
+          limit ${limit}
+        )
+        update send_waiters w set woken_until = now() + make_interval(secs => ${limits.reserveMs / 1000}::float8)
+        from forgotten f where w.delivery_id = f.delivery_id
+        returning w.delivery_id`,
+  );
+  return rows.map((row) => row.delivery_id);
 }
