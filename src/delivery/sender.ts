@@ -38,6 +38,9 @@ export interface SendResult {
  */
 export const DESTINATION_NOT_ALLOWED = 'destination not allowed';
 
+/** The error of an attempt the service cancelled (a retry reached it, or Temporal had given it to another worker). */
+export const CANCELLED_ATTEMPT_ERROR = 'attempt cancelled';
+
 /** Statuses whose `Retry-After` the service follows (back-pressure from the endpoint). */
 const BACK_PRESSURE_STATUSES = new Set([429, 503]);
 
@@ -177,7 +180,7 @@ export function createSender(options: SenderOptions): Sender {
         } else if (error instanceof RefusedTargetError || error.code === 'ERR_TARGET_REFUSED') {
           settle({ outcome: 'refused', error: DESTINATION_NOT_ALLOWED, operatorDetail: error.message, durationMs: elapsed() });
         } else if (signal?.aborted) {
-          settle({ outcome: 'network_error', error: 'attempt cancelled', durationMs: elapsed(), cancelled: true });
+          settle({ outcome: 'network_error', error: CANCELLED_ATTEMPT_ERROR, durationMs: elapsed(), cancelled: true });
         } else {
           settle({ outcome: 'network_error', error: describeNetworkError(error), durationMs: elapsed() });
         }

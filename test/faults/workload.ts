@@ -8,6 +8,7 @@ import { randomUUID } from 'node:crypto';
 import { count, eq, inArray, sum } from 'drizzle-orm';
 import { createApiKey } from '../../src/db/queries/api-keys.ts';
 import { ABANDONED_ATTEMPT_ERROR } from '../../src/db/queries/deliveries.ts';
+import { CANCELLED_ATTEMPT_ERROR } from '../../src/delivery/sender.ts';
 import { deliveries, deliveryAttempts, events, webhooks } from '../../src/db/schema.ts';
 import { docauthData as sharedDocauthData } from '../support/event-data.ts';
 import type { Database } from '../../src/db/client.ts';
@@ -372,7 +373,10 @@ export async function account(
     const sends = receiver.seen.get(row.id)?.count ?? 0;
     const attempts = attemptsByDelivery.get(row.id) ?? [];
     const wins = attempts.filter((a) => a.outcome === 'succeeded').length;
-    const losses = attempts.filter((a) => a.outcome !== 'succeeded' && a.outcome !== 'in_progress' && a.error !== ABANDONED_ATTEMPT_ERROR).length;
+    // Attempts closed by the service (abandoned, or cancelled) count nowhere against the endpoint.
+    const losses = attempts.filter(
+      (a) => a.outcome !== 'succeeded' && a.outcome !== 'in_progress' && a.error !== ABANDONED_ATTEMPT_ERROR && a.error !== CANCELLED_ATTEMPT_ERROR,
+    ).length;
     const open = attempts.filter((a) => a.outcome === 'in_progress').length;
     succeeded += wins;
     failed += losses;
