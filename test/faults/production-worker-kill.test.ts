@@ -16,12 +16,23 @@ it('production topology: delivers every event when one of the two worker replica
   // runs out, the attempts the dead replica had running.
   const settled = await waitUntilSettled(cluster, webhook.webhookId, publisher, { timeoutMs: 240_000 });
   const status = await cluster.topology.refresh();
+  /** The longest a delivery waited after the kill: from the kill, or its 202 if later, to its first arrival. */
+  const longestWaitAfter = (killedAt: number) =>
+    Math.max(
+      0,
+      ...publisher.records.flatMap((record) =>
+        (record.accepted?.deliveryIds ?? []).map((id) => {
+          const firstAt = receiver.seen.get(id)?.firstAt ?? Number.POSITIVE_INFINITY;
+          return firstAt < killedAt ? 0 : firstAt - Math.max(killedAt, record.accepted!.at);
+        }),
+      ),
+    );
   const figures = await finish(
     'production: one of two worker replicas SIGKILL',
     scenario,
     [publisher],
     { startedAt: publisher.startedAt, damagedAt, repairedAt: damagedAt, settledAt: settled.at },
-    { deliveredAfterTheKill: receiver.receipts.filter((t) => t > damagedAt).length },
+    { deliveredAfterTheKill: receiver.receipts.filter((t) => t > damagedAt).length, longestWaitAfterTheKillMs: longestWaitAfter(damagedAt) },
   );
   expect(status.stopped).toEqual([{ role: 'worker', index: 1 }]);
   expect(figures.deliveries).toBe(EVENTS);
