@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { eq } from 'drizzle-orm';
+import { eq, isNull } from 'drizzle-orm';
 import { recordEvent } from '../../src/db/queries/events.ts';
 import { events } from '../../src/db/schema.ts';
 import { dispatchUndispatchedEvents } from '../../src/repair/outbox.ts';
@@ -44,3 +44,21 @@ it('starts the deliveries of an event whose publisher stopped between storing it
   await new Promise((resolve) => setTimeout(resolve, 500));
   expect(receiver.requests.filter((r) => r.headers['x-service-delivery-id'] === deliveryId)).toHaveLength(1);
 });
+
+it("starts undispatched events fairly across projects: one project's backlog does not hold back another's", async () => {
+  const busy = await createWebhookFor(h, receiver.url);
+  const other = await createWebhookFor(h, receiver.url);
+  const store = (projectId: string) =>
+    recordEvent(h.db, h.secretBox, { projectId, event: 'docauth.completed', occurredAt: new Date(), payload: docauthData() });
+  // More of one project's events left undispatched than one batch takes, all older than the other's one.
+  for (let i = 0; i < 101; i += 1) await store(busy.key.projectId);
+  const lone = await store(other.key.projectId);
+
+  await dispatchUndispatchedEvents(h, 0);
+  const [row] = await h.db.select().from(events).where(eq(events.id, lone.event.id));
+  expect(row!.dispatchedAt).toBeInstanceOf(Date);
+  // The rest of the backlog follows in the next batches.
+  while ((await dispatchUndispatchedEvents(h, 0)) > 0);
+  const left = await h.db.select({ id: events.id }).from(events).where(isNull(events.dispatchedAt));
+  expect(left).toEqual([]);
+}, 120_000);
