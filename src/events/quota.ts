@@ -52,6 +52,8 @@ export class PublishQuota {
    * costs the service little. Only the full, valid credential finds it.
    */
   refusedCredential(credential: string): { projectId: string; retryAfterMs: number } | undefined {
+    // Nothing refused in this process: no digest to make.
+    if (this.#refusals.size === 0) return undefined;
     const refusal = this.#standing(credentialKey(credential));
     return refusal && { projectId: refusal.projectId, retryAfterMs: refusal.until - Date.now() };
   }

@@ -8,6 +8,12 @@ import { listUndispatchedEvents } from '../db/queries/events.ts';
 import { dispatchEvent } from '../events/publish.ts';
 import type { DeliveryScheduler } from '../temporal/scheduler.ts';
 
+/**
+ * How old an undispatched event must be before the check starts its workflows: its publish
+ * request starts them within moments, and may still be doing so.
+ */
+export const UNDISPATCHED_AFTER_MS = 10_000;
+
 /** Events started per batch, and at most this many of one project's, so that one project's many do not hold back another's. */
 export const OUTBOX_BATCH = { events: 100, perProject: 10 } as const;
 

@@ -33,6 +33,20 @@ describe('npm run cli -- events purge', () => {
       payload: docauthData({ request_id: requestId }),
     });
   const eventRow = async (id: string) => (await database.db.select().from(events).where(eq(events.id, id)))[0]!;
+  /** An event as a release before sealing stored it: its data in clear, no lookup hash. */
+  const storeInClear = async (projectId: string, requestId: string) => {
+    const id = newId('event');
+    await database.db.insert(events).values({
+      id,
+      projectId,
+      producerEventId: 'doc-legacy',
+      event: 'docauth.completed',
+      occurredAt: new Date(),
+      payloadLegacy: docauthData({ request_id: requestId }),
+      createdAt: new Date(),
+    });
+    return id;
+  };
   const deliveryRow = async (id: string) => (await database.db.select().from(deliveries).where(eq(deliveries.id, id)))[0]!;
 
   beforeAll(async () => {
@@ -82,26 +96,8 @@ describe('npm run cli -- events purge', () => {
   });
 
   it('--request-id also erases an event an earlier release stored in clear, before any `secrets reseal`', async () => {
-    const legacyId = newId('event');
-    await database.db.insert(events).values({
-      id: legacyId,
-      projectId: projectA,
-      producerEventId: 'doc-legacy',
-      event: 'docauth.completed',
-      occurredAt: new Date(),
-      payloadLegacy: docauthData({ request_id: 'req-legacy' }),
-      createdAt: new Date(),
-    });
-    const elsewhere = newId('event');
-    await database.db.insert(events).values({
-      id: elsewhere,
-      projectId: projectB,
-      producerEventId: 'doc-legacy',
-      event: 'docauth.completed',
-      occurredAt: new Date(),
-      payloadLegacy: docauthData({ request_id: 'req-legacy' }),
-      createdAt: new Date(),
-    });
+    const legacyId = await storeInClear(projectA, 'req-legacy');
+    const elsewhere = await storeInClear(projectB, 'req-legacy');
 
     const result = await runCli(['events', 'purge', '--project', projectA, '--request-id', 'req-legacy', '--json'], env);
 

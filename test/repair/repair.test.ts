@@ -5,9 +5,10 @@ import { startAttempt } from '../../src/db/queries/deliveries.ts';
 import { listUndispatchedEvents, markEventDispatched, recordEvent } from '../../src/db/queries/events.ts';
 import { deliveries, deliveryAttempts } from '../../src/db/schema.ts';
 import { acquireSendPlaces } from '../../src/flow-control/places.ts';
-import { ensureRepairSchedule, repairScheduleId } from '../../src/repair/schedule.ts';
+import { ensureRepairSchedule, repairScheduleId } from '../../src/temporal/schedules.ts';
 import { ABANDONED_ATTEMPT_REASON, repairStuckDeliveries } from '../../src/repair/stuck-deliveries.ts';
 import { BASE, createWebhookFor, publishFor, waitForDelivery } from '../delivery/support.ts';
+import { waitFor } from '../faults/wait.ts';
 import { docauthData, startHarness, type Harness } from '../support/harness.ts';
 import { startHttpsReceiver, type HttpsReceiver } from '../support/https-receiver.ts';
 
@@ -55,6 +56,11 @@ describe('the repair check', () => {
     const { key, webhookId } = await createWebhookFor(h, `${receiver.url}/failing`);
     const [deliveryId] = (await publishFor(h, key.projectId)).delivery_ids;
     await waitForDelivery(h, key.token, webhookId, deliveryId!, (d) => d.status === 'dead_letter', 60_000);
+    // The workflow records the dead letter, then says so in its search attribute as it starts to wait.
+    await waitFor('the workflow to wait in its dead letter', async () => (await h.scheduler.deliveryWorkflowState(deliveryId!)) === 'waiting_for_retry', {
+      timeoutMs: 10_000,
+      intervalMs: 100,
+    });
     // A manual retry committed `pending`, and its process died before the signal (or a bulk retry
     // was cancelled between an item's commit and its signal).
     await h.db.update(deliveries).set({ status: 'pending', nextRetryAt: null }).where(eq(deliveries.id, deliveryId!));

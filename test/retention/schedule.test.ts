@@ -1,6 +1,6 @@
 import { ScheduleOverlapPolicy } from '@temporalio/client';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { ensureRetentionSchedule, retentionScheduleId } from '../../src/retention/schedule.ts';
+import { ensureRetentionSchedule, retentionScheduleId } from '../../src/temporal/schedules.ts';
 import { startHarness, type Harness } from '../support/harness.ts';
 import { seedPastEvent, seedProject, storedIds } from '../support/history.ts';
 

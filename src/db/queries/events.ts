@@ -149,16 +149,15 @@ export async function listUndispatchedEvents(
       .from(events)
       .where(and(isNull(events.dispatchedAt), lt(events.createdAt, before))),
   );
-  const chosen = await db
+  const rows = await db
     .with(ranked)
-    .select({ id: ranked.id })
+    .select({ event: events })
     .from(ranked)
+    .innerJoin(events, eq(events.id, ranked.id))
     .where(sql`${ranked.rank} <= ${perProject}`)
     .orderBy(asc(ranked.rank), asc(ranked.createdAt))
     .limit(limit);
-  if (chosen.length === 0) return [];
-  const rows = await db.select().from(events).where(inArray(events.id, chosen.map((row) => row.id)));
-  return Promise.all(rows.map(async (event) => ({ event, deliveries: await deliveriesOf(db, event.id) })));
+  return Promise.all(rows.map(async ({ event }) => ({ event, deliveries: await deliveriesOf(db, event.id) })));
 }
 
 /**
