@@ -121,8 +121,9 @@ export function createActivities({ db, secretBox, sender, logger, metrics, sendT
 
   /**
    * The part of an attempt that waits on the network, run in the worker's background after the
-   * activity handed it off: the exchange (cancelled when a heartbeat says so), its record, the
-   * places given back, then the activity's end reported to Temporal as the worker would have.
+   * activity handed it off: the exchange (cancelled when a heartbeat says so), its record and the
+   * places given back. Resolves with the report of the activity's end to Temporal, made by
+   * {@link reportEnd} once the send no longer counts as in flight.
    */
   async function finishInBackground(
     prepared: PreparedAttempt,
@@ -130,7 +131,7 @@ export function createActivities({ db, secretBox, sender, logger, metrics, sendT
     taskToken: Uint8Array,
     position: PolicyPosition,
     trace: ReturnType<typeof activeTraceContext>,
-  ): Promise<void> {
+  ): Promise<() => Promise<void>> {
     const abort = new AbortController();
     let answer: HeartbeatAnswer = 'running';
     const heartbeats = setInterval(() => {
@@ -165,8 +166,16 @@ export function createActivities({ db, secretBox, sender, logger, metrics, sendT
       clearInterval(heartbeats);
       await giveBack(prepared.deliveryId, attempt, keepForMs);
     }
-    // A report that never goes through leaves the activity to its heartbeat timeout: it is retried, and the retry finds the delivery as recorded.
-    if (!(await withRetries(report, stopping))) logger.warn({ deliveryId: prepared.deliveryId }, 'could not report the end of a send attempt to Temporal');
+    return report;
+  }
+
+  /**
+   * Reports a send's end to Temporal as the worker would have, tried again while Temporal cannot
+   * be reached. A report that never goes through, or that a stopped worker gives up, leaves the
+   * activity to its heartbeat timeout: it is retried, and the retry finds the delivery as recorded.
+   */
+  async function reportEnd(report: () => Promise<void>, deliveryId: string): Promise<void> {
+    if (!(await withRetries(report, stopping))) logger.warn({ deliveryId }, 'could not report the end of a send attempt to Temporal');
   }
 
   return {
@@ -215,7 +224,9 @@ export function createActivities({ db, secretBox, sender, logger, metrics, sendT
         const position = { attempt: info.attempt, retryPolicy: info.retryPolicy };
         const job = prepared;
         const trace = activeTraceContext();
-        admission.run(() => finishInBackground(job, attempt, info.taskToken, position, trace));
+        // The report is not part of the send in flight: a worker that stops waits for exchanges
+        // to end, not for a Temporal it cannot reach.
+        admission.run(async () => void reportEnd(await finishInBackground(job, attempt, info.taskToken, position, trace), job.deliveryId));
         throw new CompleteAsyncError();
       } finally {
         admission.cancel();
