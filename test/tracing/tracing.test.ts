@@ -14,8 +14,8 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it, vi } from 'vitest';
 import { createApiKey } from '../../src/db/queries/api-keys.ts';
 import { recordEvent } from '../../src/db/queries/events.ts';
-import { generateEncryptionKey, SecretBox } from '../../src/secrets.ts';
-import { tracingBundlePath, workflowBundleOptions } from '../../src/worker.ts';
+import { generateEncryptionKey, SecretBox } from '../../src/secrets/crypto.ts';
+import { tracingBundlePath, workflowBundleOptions } from '../../src/temporal/worker.ts';
 import { startCollector, type Collector } from '../support/collector.ts';
 import { openSharedTestDatabase, type SharedTestDatabase } from '../support/database.ts';
 import { embeddedEnv, freePorts, killStarted, lastLines, startGroup, waitForExit, waitForReady, type GroupProcess } from '../support/embedded-service.ts';
@@ -85,6 +85,26 @@ async function replay(deliveryId: string, tracing: boolean): Promise<number> {
       deliveryId,
     );
     return exports;
+  } finally {
+    await connection.close();
+  }
+}
+
+/**
+ * Resolves once the workflows of `deliveryIds` have closed. A delivery's status is written by its
+ * send activity, a moment before its workflow's last task ends the workflow's own span: a service
+ * stopped in between would leave that span unended, so never exported.
+ */
+async function untilWorkflowsClosed(deliveryIds: readonly string[]): Promise<void> {
+  const connection = await connectToTestTemporal((options) => Connection.connect(options));
+  try {
+    const client = new Client({ connection });
+    await vi.waitFor(
+      async () => {
+        for (const id of deliveryIds) expect((await client.workflow.getHandle(id).describe()).status.name, id).not.toBe('RUNNING');
+      },
+      { timeout: 30_000, interval: 200 },
+    );
   } finally {
     await connection.close();
   }
@@ -278,6 +298,7 @@ describe('tracing on the dev-server topology', () => {
     });
     expect(refused.status).toBe(401);
     const logs = service.logs();
+    await untilWorkflowsClosed([a, b, c]);
     // Stopped, the service has exported every span it made.
     await service.stop();
     // B's workflow (retries, a dead letter, a signal), made with tracing, replays with and without it.
@@ -382,6 +403,7 @@ describe('tracing on the dev-server topology', () => {
     const { webhookId } = await createWebhook(service, project, `${receiver.url}/traceparent`);
     const deliveryId = await publish(service, project);
     await waitForStatus(service, project, webhookId, deliveryId, 'delivered');
+    await untilWorkflowsClosed([deliveryId]);
     await service.stop();
     await vi.waitFor(
       () => {
@@ -410,6 +432,7 @@ describe('tracing on the dev-server topology', () => {
     const { webhookId } = await createWebhook(service, project, `${receiver.url}/grpc`);
     const deliveryId = await publish(service, project);
     await waitForStatus(service, project, webhookId, deliveryId, 'delivered');
+    await untilWorkflowsClosed([deliveryId]);
     await service.stop();
     await vi.waitFor(
       () => {
