@@ -11,12 +11,12 @@ import { finishAttempt, startAttempt, type AttemptResult } from '../src/db/queri
 import type { DeliveryRow, EventRow, WebhookRow } from '../src/db/schema.ts';
 import { buildNotificationBody, buildNotificationHeaders } from '../src/delivery/notification.ts';
 import type { Sender, SendResult } from '../src/delivery/sender.ts';
-import { openPayload } from '../src/events/payload.ts';
+import { openPayload } from '../src/db/sealing/event-payloads.ts';
 import { attemptOutcomeLabel, type Metrics } from '../src/metrics.ts';
-import type { SecretBox } from '../src/secrets.ts';
+import type { SecretBox } from '../src/secrets/crypto.ts';
 import { SpanAttributes } from '../src/tracing/attributes.ts';
 import { annotateActiveSpan, failActiveSpan, tracedExchange } from '../src/tracing/spans.ts';
-import { openWebhookHeaders, openWebhookSecret } from '../src/webhook-secrets.ts';
+import { openWebhookHeaders, openWebhookSecret } from '../src/db/sealing/webhooks.ts';
 import { NON_RETRYABLE, NON_RETRYABLE_REASONS } from '../workflows/failure-types.ts';
 
 /** What the attempt steps need. */

@@ -3,7 +3,7 @@
  * what `sendDelivery` does between loading its context and recording the attempt: open the
  * sealed secret (AES-GCM), build the body (`buildNotificationBody`), sign it
  * (`buildNotificationHeaders`) and POST it with the worker's sender (`createSender`, same
- * options as src/worker.ts). Run as its own process (forked by bench/run.ts) so its CPU is
+ * options as src/temporal/worker.ts). Run as its own process (forked by bench/run.ts) so its CPU is
  * measured apart from the receiver's.
  *
  * argv[2] is a JSON {@link CeilingOptions}; it reports {@link FromCeiling} messages over IPC.
@@ -12,7 +12,7 @@ import { readFileSync } from 'node:fs';
 import { buildNotificationBody, buildNotificationHeaders } from '../src/delivery/notification.ts';
 import { createSender } from '../src/delivery/sender.ts';
 import { newId } from '../src/ids.ts';
-import { generateEncryptionKey, SecretBox } from '../src/secrets.ts';
+import { generateEncryptionKey, SecretBox } from '../src/secrets/crypto.ts';
 import { docauthData } from '../test/support/event-data.ts';
 
 export interface CeilingOptions {

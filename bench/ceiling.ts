@@ -40,23 +40,91 @@ export interface Outcome {
 }
 
 /** Sends as fast as the sending code can, for `--duration` seconds; returns the run's figures. */
+/** What the sender started and the receiver saw land, matched by delivery id whichever comes first. */
+class CeilingLedger {
+  readonly starts = new Map<string, number>();
+  readonly pending = new Map<string, number>();
+  readonly landings: { t: number; latency: number }[] = [];
+  readonly sendMs: number[] = [];
+  readonly startTimes: number[] = [];
+  sendFailures = 0;
+
+  land(id: string, t: number): void {
+    const start = this.starts.get(id);
+    if (start === undefined) this.pending.set(id, t);
+    else this.landings.push({ t, latency: t - start });
+  }
+
+  started(message: Extract<FromCeiling, { type: 'starts' }>): void {
+    for (let i = 0; i < message.ids.length; i += 1) {
+      this.starts.set(message.ids[i]!, message.t[i]!);
+      this.startTimes.push(message.t[i]!);
+      this.sendMs.push(message.sendMs[i]!);
+      const landed = this.pending.get(message.ids[i]!);
+      if (landed !== undefined) {
+        this.pending.delete(message.ids[i]!);
+        this.landings.push({ t: landed, latency: landed - message.t[i]! });
+      }
+    }
+    this.sendFailures += message.failed;
+  }
+}
+
+/** Forks the sender (bench/ceiling-sender.ts) in a process group of its own, killed with the bench. */
+function forkCeilingSender(senderOptions: CeilingOptions, certFile: string, profileDir: string | undefined): ChildProcess {
+  const child = fork(fileURLToPath(new URL('./ceiling-sender.ts', import.meta.url)), [JSON.stringify(senderOptions)], {
+    execArgv: [...(profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : []), '--import', 'tsx'],
+    env: options.trust === 'node-extra-ca' ? { ...process.env, NODE_EXTRA_CA_CERTS: certFile } : process.env,
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    detached: true,
+  });
+  killOnExit(child.pid!);
+  onCleanup(async () => killGroup(child.pid, 'SIGKILL'));
+  return child;
+}
+
+/** Follows the sender from its warm-up to its end; when its load started, and its last word. */
+async function followCeilingSender(child: ChildProcess, ledger: CeilingLedger, sampler: ProcessSampler) {
+  let loadStart = now();
+  let done: Extract<FromCeiling, { type: 'done' }> | undefined;
+  let markReady: () => void = () => {};
+  const ready = new Promise<void>((resolve) => (markReady = resolve));
+  const finished = new Promise<void>((resolve, reject) => {
+    child.on('message', (message: FromCeiling) => {
+      if (message.type === 'ready') {
+        loadStart = message.t;
+        sampler.phase = 'load';
+        sampler.sample();
+        markReady();
+      } else if (message.type === 'starts') {
+        ledger.started(message);
+      } else if (message.type === 'done') {
+        done = message;
+        resolve();
+      }
+    });
+    child.once('exit', (code) => (done ? resolve() : reject(new Error(`the ceiling sender exited (${code})`))));
+  });
+  process.stderr.write('ceiling: starting the sender and opening its connections (2 s warm-up)...\n');
+  await Promise.race([ready, finished]);
+  let lastCount = 0;
+  const ticker = setInterval(() => {
+    const elapsed = (now() - loadStart) / 1000;
+    const count = ledger.landings.length;
+    progress(`ceiling ${elapsed.toFixed(0)}s/${options.duration}s  delivered ${count}  rate ${count - lastCount}/s`);
+    lastCount = count;
+  }, 1000);
+  await finished.finally(() => clearInterval(ticker));
+  return { loadStart, done };
+}
+
 export async function runCeiling(): Promise<Outcome> {
   const { duration, trust, ceilingConcurrency } = options;
   const loadBefore = loadAverage();
-  const starts = new Map<string, number>();
-  const pending = new Map<string, number>();
-  const landings: { t: number; latency: number }[] = [];
-  const sendMs: number[] = [];
-  const startTimes: number[] = [];
-  let sendFailures = 0;
-  const land = (id: string, t: number) => {
-    const start = starts.get(id);
-    if (start === undefined) pending.set(id, t);
-    else landings.push({ t, latency: t - start });
-  };
+  const ledger = new CeilingLedger();
   const { receiver, certFile } = await startCertifiedReceiver(workDir, { failRatio: 0, failCap: options.failCap }, (batch) => {
     for (let i = 0; i < batch.ids.length; i += 1) {
-      if (batch.status[i] === 200 && batch.dup[i] === 0) land(batch.ids[i]!, batch.t[i]!);
+      if (batch.status[i] === 200 && batch.dup[i] === 0) ledger.land(batch.ids[i]!, batch.t[i]!);
     }
   });
   killOnExit(receiver.pid);
@@ -75,14 +143,7 @@ export async function runCeiling(): Promise<Outcome> {
   };
   const profileDir = options.cpuProf ? path.join(REPO_ROOT, 'bench', 'results', 'profiles', `${stamp()}-ceiling`) : undefined;
   if (profileDir) mkdirSync(profileDir, { recursive: true });
-  const child: ChildProcess = fork(fileURLToPath(new URL('./ceiling-sender.ts', import.meta.url)), [JSON.stringify(senderOptions)], {
-    execArgv: [...(profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : []), '--import', 'tsx'],
-    env: trust === 'node-extra-ca' ? { ...process.env, NODE_EXTRA_CA_CERTS: certFile } : process.env,
-    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-    detached: true,
-  });
-  killOnExit(child.pid!);
-  onCleanup(async () => killGroup(child.pid, 'SIGKILL'));
+  const child = forkCeilingSender(senderOptions, certFile, profileDir);
   const sampler = new ProcessSampler([
     { name: 'sender', pids: () => [child.pid!] },
     { name: 'receiver', pids: () => [receiver.pid] },
@@ -90,47 +151,7 @@ export async function runCeiling(): Promise<Outcome> {
   ]);
   sampler.phase = 'startup';
   sampler.start();
-  let loadStart = now();
-  let done: Extract<FromCeiling, { type: 'done' }> | undefined;
-  let markReady: () => void = () => {};
-  const ready = new Promise<void>((resolve) => (markReady = resolve));
-  const finished = new Promise<void>((resolve, reject) => {
-    child.on('message', (message: FromCeiling) => {
-      if (message.type === 'ready') {
-        loadStart = message.t;
-        sampler.phase = 'load';
-        sampler.sample();
-        markReady();
-      } else if (message.type === 'starts') {
-        for (let i = 0; i < message.ids.length; i += 1) {
-          starts.set(message.ids[i]!, message.t[i]!);
-          startTimes.push(message.t[i]!);
-          sendMs.push(message.sendMs[i]!);
-          const landed = pending.get(message.ids[i]!);
-          if (landed !== undefined) {
-            pending.delete(message.ids[i]!);
-            landings.push({ t: landed, latency: landed - message.t[i]! });
-          }
-        }
-        sendFailures += message.failed;
-      } else if (message.type === 'done') {
-        done = message;
-        resolve();
-      }
-    });
-    child.once('exit', (code) => (done ? resolve() : reject(new Error(`the ceiling sender exited (${code})`))));
-  });
-  process.stderr.write('ceiling: starting the sender and opening its connections (2 s warm-up)...\n');
-  await Promise.race([ready, finished]);
-  let lastCount = 0;
-  const ticker = setInterval(() => {
-    const elapsed = (now() - loadStart) / 1000;
-    const count = landings.length;
-    progress(`ceiling ${elapsed.toFixed(0)}s/${duration}s  delivered ${count}  rate ${count - lastCount}/s`);
-    lastCount = count;
-  }, 1000);
-  await finished;
-  clearInterval(ticker);
+  const { loadStart, done } = await followCeilingSender(child, ledger, sampler);
   await receiver.flush();
   const loadEnd = now();
   sampler.stop();
@@ -141,8 +162,29 @@ export async function runCeiling(): Promise<Outcome> {
     writeFileSync(path.join(profileDir, 'summary.txt'), `${formatSummary(summary)}\n`);
     console.log(formatSummary(summary));
   }
+  return reportCeiling({ ledger, counters: receiver.counters!, sampler, done, loadStart, loadEnd, loadBefore });
+}
 
-  const counters = receiver.counters!;
+/** The run's JSON, chart and table. */
+function reportCeiling({
+  ledger,
+  counters,
+  sampler,
+  done,
+  loadStart,
+  loadEnd,
+  loadBefore,
+}: {
+  ledger: CeilingLedger;
+  counters: NonNullable<Awaited<ReturnType<typeof startCertifiedReceiver>>['receiver']['counters']>;
+  sampler: ProcessSampler;
+  done: Extract<FromCeiling, { type: 'done' }> | undefined;
+  loadStart: number;
+  loadEnd: number;
+  loadBefore: string;
+}): Outcome {
+  const { duration, trust, ceilingConcurrency } = options;
+  const { landings, sendMs, startTimes, sendFailures } = ledger;
   const bins = perSecond(loadStart, loadStart + duration * 1000, startTimes, landings);
   const steady = bins.slice(Math.min(2, Math.floor(bins.length / 4)));
   const throughput = steady.reduce((sum, bin) => sum + bin.delivered, 0) / Math.max(1, steady.length);

@@ -34,7 +34,7 @@ import {
 import { fireAtRate } from './lib/pacing.ts';
 import { readServiceProbe } from './lib/probe-report.ts';
 import { startAlongside } from './lib/alongside.ts';
-import { ProcessSampler, threadCpu, threadCpuDelta } from './lib/procstat.ts';
+import { ProcessSampler, threadCpu, threadCpuDelta, type ProcessGroup } from './lib/procstat.ts';
 import { createProject } from './lib/projects.ts';
 import { createPublisher } from './lib/publisher.ts';
 import { startBenchCollector } from './lib/tracing.ts';
@@ -85,17 +85,31 @@ function summariseProfiles(profileDir: string, target: SystemTarget, window: { f
   return profile;
 }
 
-export async function runSystem(): Promise<Outcome> {
-  const { maxRate, rate, duration, webhookCount, failRatio, concurrency, maxInFlight, warmupEvents, deadlineS, trust } = options;
+/** A run of the system benchmark once its parts are up: what every phase shares. */
+interface SystemRun {
+  runId: string;
+  loadBefore: string;
+  ledger: DeliveryLedger<'warmup' | 'load'>;
+  landings: ReturnType<DeliveryLedger<'warmup' | 'load'>['landings']>;
+  receiver: Awaited<ReturnType<typeof startCertifiedReceiver>>['receiver'];
+  profileDir: string | undefined;
+  tracing: Awaited<ReturnType<typeof startBenchCollector>> | undefined;
+  groups: ProcessGroup[];
+  sampler: ProcessSampler;
+  spawnedAt: number;
+  target: SystemTarget;
+  servicePid: number | undefined;
+}
+
+/** The receiver, then the service (embedded or the production topology), sampled from its start. */
+async function startSystem(): Promise<SystemRun> {
+  const { failRatio } = options;
   const loadBefore = loadAverage();
   const runId = randomBytes(4).toString('hex');
-  const projectId = `bench-${runId}`;
-
   // Deliveries: publish start per delivery id, and landings (first 200 per id).
   const ledger = new DeliveryLedger<'warmup' | 'load'>();
   const landings = ledger.landings('load');
 
-  // 1. Receiver, 2. the service.
   const { receiver, certFile } = await startCertifiedReceiver(workDir, { failRatio, failCap: options.failCap }, (batch) => {
     for (let i = 0; i < batch.ids.length; i += 1) {
       if (batch.status[i] === 200 && batch.dup[i] === 0) ledger.landed(batch.ids[i]!, batch.t[i]!);
@@ -122,17 +136,27 @@ export async function runSystem(): Promise<Outcome> {
   const target = await plan.start();
   const servicePid = target.serviceProcess?.pid;
 
-  // 3. API key and webhooks.
+  return { runId, loadBefore, ledger, landings, receiver, profileDir, tracing, groups, sampler, spawnedAt, target, servicePid };
+}
+
+/** The project, its webhooks (on the receiver) and its producer key; the publisher that uses them. */
+async function setUpProject({ runId, receiver, target }: SystemRun) {
+  const { webhookCount, concurrency } = options;
+  const projectId = `bench-${runId}`;
   const database = await openDatabase({ kind: 'postgres', url: target.databaseUrl, poolMax: 1 });
   const urls = Array.from({ length: webhookCount }, (_, i) => `${receiver.url}/hooks/${i}`);
   const project = await createProject(database.db, target.apiUrls, projectId, urls).finally(() => database.close());
   receiver.setSecrets(project.webhooks.map((webhook) => webhook.secret));
 
-  // 4. Publishing through the producers' door.
   const publisher = createPublisher(target.apiUrls, project.producerKey, projectId, Math.max(concurrency, 64));
   onCleanup(async () => publisher.close());
 
-  // Warm-up: a few events, delivered before measuring (connections, JIT, workflow cache).
+  return publisher;
+}
+
+/** Warm-up: a few events, delivered before measuring (connections, JIT, workflow cache). */
+async function warmUp({ runId, ledger, sampler }: SystemRun, publisher: ReturnType<typeof createPublisher>): Promise<void> {
+  const { warmupEvents } = options;
   sampler.phase = 'warmup';
   if (warmupEvents > 0) {
     process.stderr.write(`warm-up: ${warmupEvents} events...\n`);
@@ -150,7 +174,11 @@ export async function runSystem(): Promise<Outcome> {
     while (ledger.landings('warmup').length < ledger.expected('warmup') && Date.now() < warmDeadline && !isInterrupted()) await sleep(100);
   }
 
-  // The measured run.
+}
+
+/** The measured run: publishing at the offered rate for the duration; what it published and when. */
+async function publishLoad({ runId, ledger, landings, receiver, sampler, target, servicePid }: SystemRun, publisher: ReturnType<typeof createPublisher>) {
+  const { maxRate, rate, duration, webhookCount, concurrency, maxInFlight } = options;
   const publishTimes: number[] = [];
   const publishDurations: number[] = [];
   const publishErrors: string[] = [];
@@ -204,9 +232,17 @@ export async function runSystem(): Promise<Outcome> {
   }
   const publishEnd = now();
   sampler.phase = 'drain';
-  const expected = ledger.expected('load');
+  return { publishTimes, publishDurations, publishErrors, publishErrorCount, deferred, temporalBefore, threadsBefore, loadStart, loadStartHrUs, alongside, publishEnd, ticker };
+}
 
-  // 5. Wait for every delivery to land, or the deadline.
+type PublishedLoad = Awaited<ReturnType<typeof publishLoad>>;
+
+/** Every delivery landed (or the deadline passed); the figures of the window read; the service stopped. */
+async function drainAndStop(run: SystemRun, load: PublishedLoad) {
+  const { landings, ledger, receiver, sampler, target, servicePid, profileDir, spawnedAt } = run;
+  const { publishTimes, temporalBefore, loadStart, loadStartHrUs, publishEnd, ticker } = load;
+  const { deadlineS } = options;
+  const expected = ledger.expected('load');
   const drainDeadline = publishEnd + deadlineS * 1000;
   while (landings.length < expected && now() < drainDeadline && !isInterrupted()) await sleep(100);
   await receiver.flush();
@@ -227,7 +263,7 @@ export async function runSystem(): Promise<Outcome> {
   const startupUsage = cpuBetween(sampler, spawnedAt, loadStart);
   const unexpected = ledger.unexpected;
 
-  // 6. Stop the service (profiles are written when it exits), then the receiver.
+  // The service stops (profiles are written when it exits).
   sampler.phase = 'shutdown';
   const serviceRssEnd = sampler.samples.at(-1)?.groups['service']?.rssMb ?? 0;
   const stopStarted = now();
@@ -245,7 +281,17 @@ export async function runSystem(): Promise<Outcome> {
     ? readServiceProbe(target.serviceProcess.probeFile, target.serviceProcess.pid, { spawnedAt, loadStart, publishEnd, drainEnd })
     : undefined;
 
-  // 7. Results.
+  return { expected, drainEnd, threadsAfter, temporalAfter, statements, usage, usageLoad, startupUsage, unexpected, serviceRssEnd, exitStatus, stopMs, counters, profile, probe };
+}
+
+type DrainedRun = Awaited<ReturnType<typeof drainAndStop>>;
+
+/** The run's result, as its JSON has it. */
+async function systemResult(run: SystemRun, load: PublishedLoad, drained: DrainedRun) {
+  const { maxRate, rate, duration, webhookCount, failRatio, concurrency, warmupEvents, trust } = options;
+  const { loadBefore, ledger, landings, groups, sampler, target, servicePid, tracing, profileDir } = run;
+  const { publishTimes, publishDurations, publishErrors, publishErrorCount, deferred, threadsBefore, temporalBefore, loadStart, alongside, publishEnd } = load;
+  const { expected, drainEnd, threadsAfter, temporalAfter, statements, usage, usageLoad, startupUsage, unexpected, serviceRssEnd, exitStatus, stopMs, counters, profile, probe } = drained;
   const bins = perSecond(loadStart, drainEnd, publishTimes, landings);
   const publishSeconds = Math.max(0.001, (publishEnd - loadStart) / 1000);
   // While publishing: the mean of the per-second counts, after the first 10% (ramp-up).
@@ -359,6 +405,17 @@ export async function runSystem(): Promise<Outcome> {
     timeline: bins,
   };
 
+  return { result, bins, groupNames, rssMb, otherCpu, serviceCpu, usage };
+}
+
+type SystemResult = Awaited<ReturnType<typeof systemResult>>;
+
+/** The JSON and the chart of the run; their paths. */
+function writeSystemFiles(run: SystemRun, load: PublishedLoad, drained: DrainedRun, { result, bins, groupNames, rssMb, otherCpu, usage }: SystemResult) {
+  const { maxRate, rate, duration, webhookCount, failRatio, trust } = options;
+  const { loadBefore, sampler, target } = run;
+  const { loadStart, publishEnd } = load;
+  const { drainEnd, probe } = drained;
   const rateName = maxRate ? 'max' : `r${rate}`;
   const files = outputPaths(
     options.out,
@@ -405,6 +462,18 @@ export async function runSystem(): Promise<Outcome> {
   writeFileSync(files.json, `${JSON.stringify({ ...result, chart: path.relative(REPO_ROOT, files.svg) }, null, 2)}\n`);
   writeFileSync(files.svg, chart);
 
+  return { files, serviceRssMax };
+}
+
+/** The run's table on the terminal. */
+function printSystemReport(run: SystemRun, drained: DrainedRun, { result, groupNames, rssMb, otherCpu, serviceCpu, usage }: SystemResult, written: ReturnType<typeof writeSystemFiles>) {
+  const { maxRate, rate, duration, webhookCount, failRatio, concurrency } = options;
+  const { loadBefore, target, profileDir } = run;
+  const { expected, counters, profile, probe } = drained;
+  const { files, serviceRssMax } = written;
+  const { delivered } = result;
+  const publishErrorCount = result.publish_errors;
+  const publishErrors = result.publish_error_examples;
   const backends = groupNames.filter((name) => !['service', 'api', 'worker', 'helpers', 'receiver', 'bench'].includes(name));
   const byGroup = (values: Record<string, number>) => backends.map((name) => `${name} ${values[name]}`).join(' / ');
   const serviceProbe = probe?.probe;
@@ -467,5 +536,15 @@ export async function runSystem(): Promise<Outcome> {
   if (publishErrors.length) console.log(`publish errors, e.g.: ${publishErrors.join(' | ')}`);
   if (counters.invalidExamples.length) console.log(`invalid signatures, e.g.: ${counters.invalidExamples.join(' | ')}`);
   if (profile) console.log(`\n${formatSummary({ ...profile, packages: profile.packages.slice(0, 15), functions: profile.functions.slice(0, 20) })}`);
-  return result;
+}
+
+export async function runSystem(): Promise<Outcome> {
+  const run = await startSystem();
+  const publisher = await setUpProject(run);
+  await warmUp(run, publisher);
+  const load = await publishLoad(run, publisher);
+  const drained = await drainAndStop(run, load);
+  const summary = await systemResult(run, load, drained);
+  printSystemReport(run, drained, summary, writeSystemFiles(run, load, drained, summary));
+  return summary.result;
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // The tools of the Helm chart's offline checks (`npm run test:helm`): helm, built with Go into
-// .tools/bin (scripts/go-tools.mjs), and kubernetes-validate, the Kubernetes API schema validator,
+// .tools/bin (src/local/go-tools.mjs), and kubernetes-validate, the Kubernetes API schema validator,
 // installed into a Python virtual environment in .tools (scripts/python-tools.mjs). Both pinned,
 // both built or installed once.
 //
@@ -10,7 +10,7 @@
 // on the first run.
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { ensureGoBinaries } from './go-tools.mjs';
+import { ensureGoBinaries } from '../src/local/go-tools.mjs';
 import { ensurePythonTool } from './python-tools.mjs';
 
 const projectRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');

@@ -10,7 +10,7 @@ import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { BIN_DIR, ensureGoBinaries, isExecutable, missingGoMessage, onPath, projectRoot } from './go-tools.mjs';
+import { BIN_DIR, ensureGoBinaries, isExecutable, missingGoMessage, onPath, projectRoot } from '../src/local/go-tools.mjs';
 
 /** The Collector builder (ocb), pinned; its version goes with the components' in the manifest. */
 const COLLECTOR_BUILDER = {

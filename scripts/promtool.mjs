@@ -6,7 +6,7 @@
 //   node scripts/promtool.mjs     builds it if needed and prints its path
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { ensureGoBinaries } from './go-tools.mjs';
+import { ensureGoBinaries } from '../src/local/go-tools.mjs';
 
 /**
  * Prometheus 3.16.0: its Go module numbers release 3.xx.y as v0.3xx.y. Built with the DNS service

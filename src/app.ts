@@ -5,17 +5,13 @@ import { createMiddleware } from 'hono/factory';
 import { HTTPException } from 'hono/http-exception';
 import type { Context } from 'hono';
 import { routePath } from 'hono/route';
-import { requireApiKey } from './api/auth.ts';
 import type { AppDeps, AppEnv } from './api/env.ts';
 import { ApiError, errorBody } from './api/errors.ts';
-import { deliveriesRouter } from './api/routes/deliveries.ts';
 import { docsRouter } from './api/routes/docs.ts';
-import { operationsRouter } from './api/routes/operations.ts';
 import { eventsRouter } from './api/routes/events.ts';
 import { healthRouter } from './api/routes/health.ts';
 import { SECURITY_SCHEMES } from './api/routes/shared.ts';
 import { portalSessionsRouter } from './api/routes/portal-sessions.ts';
-import { testEventsRouter } from './api/routes/test-events.ts';
 import { webhooksRouter } from './api/routes/webhooks.ts';
 import { PORTAL_BASE } from './portal/link.ts';
 import { portalRouter } from './portal/router.ts';
@@ -118,14 +114,8 @@ export function createApp(deps: AppDeps) {
   app.route('/', healthRouter);
 
   const v2 = new OpenAPIHono<AppEnv>();
-  v2.use('/webhooks', requireApiKey);
-  v2.use('/webhooks/*', requireApiKey);
-  v2.use('/portal/*', requireApiKey);
-  v2.route('/', webhooksRouter);
-  v2.route('/', testEventsRouter);
-  v2.route('/', deliveriesRouter);
-  v2.route('/', operationsRouter);
-  v2.route('/', portalSessionsRouter);
+  v2.route('/webhooks', webhooksRouter);
+  v2.route('/portal', portalSessionsRouter);
   app.route(V2_BASE, v2);
   app.route(INTERNAL_BASE, eventsRouter);
 

@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase, type DatabaseHandle } from '../src/db/client.ts';
-import { startEmbeddedPostgres, type EmbeddedPostgres } from '../src/db/embedded.ts';
+import { startEmbeddedPostgres, type EmbeddedPostgres } from '../src/local/embedded-database.ts';
 import { authenticateToken, createApiKey, revokeApiKey } from '../src/db/queries/api-keys.ts';
 import { redeemPortalLink } from '../src/db/queries/portal-sessions.ts';
 import { runCli, type CliResult } from './support/cli.ts';

@@ -3,7 +3,7 @@ import { createApiKey } from '../src/db/queries/api-keys.ts';
 import { recordEvent } from '../src/db/queries/events.ts';
 import { insertWebhook } from '../src/db/queries/webhooks.ts';
 import { acquireSendPlaces, type FlowLimits } from '../src/flow-control/places.ts';
-import { generateEncryptionKey, SecretBox } from '../src/secrets.ts';
+import { generateEncryptionKey, SecretBox } from '../src/secrets/crypto.ts';
 import { runCli } from './support/cli.ts';
 import { openSharedTestDatabase, type SharedTestDatabase } from './support/database.ts';
 import { docauthData } from './support/event-data.ts';

@@ -2,8 +2,8 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { PROMETHEUS_VERSION } from '../scripts/promtool.mjs';
-import { TEMPORAL_MODULES } from '../scripts/temporal-tools.mjs';
-import { SERVICE_DYNAMIC_CONFIG } from '../src/temporal/dynamic-config.ts';
+import { TEMPORAL_MODULES } from '../src/local/temporal-tools.mjs';
+import { SERVICE_DYNAMIC_CONFIG } from '../src/local/dynamic-config.ts';
 import { SEARCH_ATTRIBUTES } from '../workflows/search-attributes.ts';
 import { serviceNodeFlags } from './support/service-command.ts';
 

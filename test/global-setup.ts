@@ -4,8 +4,8 @@ import os from 'node:os';
 import path from 'node:path';
 import type { TestProject } from 'vitest/node';
 import { parseConfig } from '../src/config.ts';
-import { startDevServer } from '../src/temporal/dev-server.ts';
-import { WORKFLOWS_PATH } from '../src/worker.ts';
+import { startDevServer } from '../src/local/dev-server.ts';
+import { WORKFLOWS_PATH } from '../src/temporal/worker.ts';
 import { freePort } from './support/ports.ts';
 
 declare module 'vitest' {

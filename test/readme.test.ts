@@ -12,7 +12,7 @@ import {
   waitForExit,
   type GroupProcess,
 } from './support/embedded-service.ts';
-import { portIsFree } from '../src/cluster/processes.ts';
+import { portIsFree } from '../src/local/cluster/processes.ts';
 
 /*
  * The README's first delivery, run as written: its commands are read from README.md, in order,

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { Connection } from '@temporalio/client';
 import postgres from 'postgres';
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
-import { EMBEDDED_LOCK_FILE, startEmbeddedPostgres } from '../src/db/embedded.ts';
+import { EMBEDDED_LOCK_FILE, startEmbeddedPostgres } from '../src/local/embedded-database.ts';
 import { launchChromium, openPortalLink } from './support/browser.ts';
 import {
   embeddedEnv,

@@ -4,8 +4,8 @@ import type { DatabaseHandle } from '../src/db/client.ts';
 import { insertWebhook, resealWebhookSecrets } from '../src/db/queries/webhooks.ts';
 import { createApiKey } from '../src/db/queries/api-keys.ts';
 import { webhooks } from '../src/db/schema.ts';
-import { generateEncryptionKey, generateWebhookSecret, SecretBox } from '../src/secrets.ts';
-import { openWebhookHeaders, openWebhookSecret } from '../src/webhook-secrets.ts';
+import { generateEncryptionKey, generateWebhookSecret, SecretBox } from '../src/secrets/crypto.ts';
+import { openWebhookHeaders, openWebhookSecret } from '../src/db/sealing/webhooks.ts';
 import { openTestDatabase } from './support/database.ts';
 
 let database: DatabaseHandle;

@@ -16,7 +16,7 @@ import {
   workflowInfo,
   type RetryPolicy,
 } from '@temporalio/workflow';
-import type { Activities } from '../activities/index.ts';
+import type { DeliveryActivities } from '../activities/delivery.ts';
 import { NON_RETRYABLE_REASONS } from './failure-types.ts';
 import { DeliveryStatusAttribute, ProjectIdAttribute } from './search-attributes.ts';
 import { SEND_HEARTBEAT_TIMEOUT_MS, SEND_START_TO_CLOSE_MS } from './send-limits.ts';
@@ -82,7 +82,7 @@ export const sendTurnSignal = defineSignal('sendTurn');
 
 /** The send activity for the round's `attempt`-th attempt on: one project's sends are dispatched fairly beside other projects'. */
 function sendFrom(attempt: number, projectId: string | undefined) {
-  return proxyActivities<Activities>({
+  return proxyActivities<DeliveryActivities>({
     startToCloseTimeout: SEND_START_TO_CLOSE_MS,
     heartbeatTimeout: SEND_HEARTBEAT_TIMEOUT_MS,
     retry: retryPolicyFrom(attempt),
@@ -92,7 +92,7 @@ function sendFrom(attempt: number, projectId: string | undefined) {
   }).sendDelivery;
 }
 
-const { markDeadLetter } = proxyLocalActivities<Activities>({
+const { markDeadLetter } = proxyLocalActivities<DeliveryActivities>({
   startToCloseTimeout: '10s',
   retry: { initialInterval: '1s', backoffCoefficient: 2, maximumInterval: '30s' },
 });

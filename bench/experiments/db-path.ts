@@ -14,7 +14,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { openDatabase } from '../../src/db/client.ts';
-import { spawnEmbeddedPostgres } from '../../src/db/embedded.ts';
+import { spawnEmbeddedPostgres } from '../../src/local/embedded-database.ts';
 import { createApiKey } from '../../src/db/queries/api-keys.ts';
 import { finishAttempt, startAttempt } from '../../src/db/queries/deliveries.ts';
 import { acquireSendPlaces, releaseSendPlaces, type FlowLimits } from '../../src/flow-control/places.ts';
@@ -23,7 +23,7 @@ import { acquireSendPlaces, releaseSendPlaces, type FlowLimits } from '../../src
 const FLOW_LIMITS: FlowLimits = { webhookMaxInFlight: 10, projectMaxInFlight: 100, destinationMaxInFlight: 200, holdMs: 60_000, reserveMs: 60_000 };
 import { markEventDispatched, recordEvent } from '../../src/db/queries/events.ts';
 import { insertWebhook } from '../../src/db/queries/webhooks.ts';
-import { generateEncryptionKey, SecretBox } from '../../src/secrets.ts';
+import { generateEncryptionKey, SecretBox } from '../../src/secrets/crypto.ts';
 import { docauthData } from '../../test/support/event-data.ts';
 import { freePort } from '../lib/stack.ts';
 import { readStat } from '../lib/procstat.ts';

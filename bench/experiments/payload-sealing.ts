@@ -7,9 +7,9 @@
  *   npx tsx bench/experiments/payload-sealing.ts [--events 50000]
  */
 import { parseArgs } from 'node:util';
-import { openPayload, sealPayload } from '../../src/events/payload.ts';
+import { openPayload, sealPayload } from '../../src/db/sealing/event-payloads.ts';
 import { newId } from '../../src/ids.ts';
-import { generateEncryptionKey, SecretBox } from '../../src/secrets.ts';
+import { generateEncryptionKey, SecretBox } from '../../src/secrets/crypto.ts';
 import { docauthData } from '../../test/support/event-data.ts';
 import { round } from '../lib/stats.ts';
 

@@ -32,7 +32,7 @@ import {
 import { startOwnTemporal } from '../lib/backends.ts';
 import { processTree, readStat } from '../lib/procstat.ts';
 import { percentiles, round } from '../lib/stats.ts';
-import { costPerDelivery, scrape } from '../lib/temporal-metrics.ts';
+import { costPerDelivery, scrape, type MetricSnapshot } from '../lib/temporal-metrics.ts';
 
 const { values } = parseArgs({
   options: {
@@ -52,6 +52,96 @@ const { code } = await bundleWorkflowCode({ workflowsPath, logger: { log() {}, t
 
 function treeCpuSeconds(pid: number): number {
   return processTree(pid).reduce((sum, p) => sum + (readStat(p)?.cpuSeconds ?? 0), 0);
+}
+
+/** Starts a workflow of `id` the way `variant` measures (timed from here, for start_to_send_ms). */
+function workflowStarter(variant: string, client: Client, scheduler: DeliveryScheduler, taskQueue: string, startTimes: Map<string, number>) {
+  const eager = variant === 'eager-start' || variant === 'eager-local';
+  const workflowType = variant === 'local-activity' || variant === 'eager-local' ? 'localDeliveryWorkflow' : 'deliveryWorkflow';
+  return async (id: string) => {
+    startTimes.set(id, performance.now());
+    if (variant === 'service') {
+      await scheduler.start([{ deliveryId: id, webhookId: 'wh_x', projectId: 'p', event: 'docauth.completed', url: 'https://example.com/h' }]);
+      return;
+    }
+    await client.workflow.start(workflowType, {
+      workflowId: id,
+      taskQueue,
+      args: [{ deliveryId: id }],
+      workflowIdConflictPolicy: WorkflowIdConflictPolicy.USE_EXISTING,
+      workflowIdReusePolicy: WorkflowIdReusePolicy.REJECT_DUPLICATE,
+      ...(variant === 'no-start-attributes'
+        ? {}
+        : {
+            typedSearchAttributes: [
+              { key: WebhookIdAttribute, value: 'wh_x' },
+              { key: ProjectIdAttribute, value: 'p' },
+              { key: EventTypeAttribute, value: 'docauth.completed' },
+              { key: DeliveryStatusAttribute, value: 'pending' },
+            ],
+            staticSummary: 'docauth.completed → example.com',
+          }),
+      ...(eager ? { requestEagerStart: true } : {}),
+    });
+  };
+}
+
+/** Lets the variant's workflows finish (their last workflow task) before the CPU is read. */
+async function untilClosed(client: Client, variant: string): Promise<void> {
+  for (let tries = 0; tries < 600; tries += 1) {
+    const open = await client.workflow
+      .count(`ExecutionStatus = "Running" AND WorkflowId STARTS_WITH "wf-${variant}-"`)
+      .catch(() => ({ count: -1 }));
+    if (open.count === 0) break;
+    if (open.count < 0) {
+      await new Promise((resolve) => setTimeout(resolve, 3000)); // no count on this server: a grace period
+      break;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+}
+
+/** The variant's figures per workflow. */
+function variantResult(
+  variant: string,
+  { t0, startsDone, sendsDone, t1 }: { t0: number; startsDone: number; sendsDone: number; t1: number },
+  cpuSelf: NodeJS.CpuUsage,
+  cpuServer: number,
+  latencies: number[],
+  before: MetricSnapshot | undefined,
+  after: MetricSnapshot | undefined,
+) {
+  const seconds = (t1 - t0) / 1000;
+  const selfMs = (cpuSelf.user + cpuSelf.system) / 1000;
+  const cost = before && after ? costPerDelivery(before, after, total) : undefined;
+  return {
+    variant,
+    workflows: total,
+    concurrency,
+    starts_per_s: round(total / ((startsDone - t0) / 1000), 1),
+    sends_per_s: round(total / ((sendsDone - t0) / 1000), 1),
+    completed_per_s: round(total / seconds, 1),
+    start_to_send_ms: percentiles(latencies),
+    cpu_ms_per_workflow: {
+      worker_and_client_process: round(selfMs / total, 2),
+      temporal_server: round((cpuServer * 1000) / total, 2),
+    },
+    cores: { worker_and_client_process: round(selfMs / 1000 / seconds, 2), temporal_server: round(cpuServer / seconds, 2) },
+    server: cost
+      ? {
+          persistence_ops_per_workflow: cost.persistence_ops_per_delivery,
+          persistence_ms_per_workflow: cost.persistence_ms_per_delivery,
+          writes_per_workflow: round(
+            cost.persistence
+              .filter((row) => /^(Create|Update|Delete|Complete|Range|Append|Upsert|Put|Set)/.test(row.operation) || row.operation === 'AppendHistoryNodes')
+              .reduce((sum, row) => sum + row.per_delivery, 0),
+            2,
+          ),
+          frontend: cost.frontend.map((row) => `${row.operation} ×${row.per_delivery} (${row.mean_ms} ms)`),
+          top_persistence: cost.persistence.slice(0, 8).map((row) => `${row.operation} ×${row.per_delivery} (${row.mean_ms} ms)`),
+        }
+      : undefined,
+  };
 }
 
 async function runVariant(variant: string) {
@@ -85,34 +175,8 @@ async function runVariant(variant: string) {
     const grpcConnection = eager ? undefined : await Connection.connect({ address: server.url });
     const client = new Client({ connection: eager ? connection : grpcConnection!, namespace: 'default' });
     const scheduler = new DeliveryScheduler(client, taskQueue);
-    const workflowType = variant === 'local-activity' || variant === 'eager-local' ? 'localDeliveryWorkflow' : 'deliveryWorkflow';
 
-    const start = async (id: string) => {
-      startTimes.set(id, performance.now());
-      if (variant === 'service') {
-        await scheduler.start([{ deliveryId: id, webhookId: 'wh_x', projectId: 'p', event: 'docauth.completed', url: 'https://example.com/h' }]);
-        return;
-      }
-      await client.workflow.start(workflowType, {
-        workflowId: id,
-        taskQueue,
-        args: [{ deliveryId: id }],
-        workflowIdConflictPolicy: WorkflowIdConflictPolicy.USE_EXISTING,
-        workflowIdReusePolicy: WorkflowIdReusePolicy.REJECT_DUPLICATE,
-        ...(variant === 'no-start-attributes'
-          ? {}
-          : {
-              typedSearchAttributes: [
-                { key: WebhookIdAttribute, value: 'wh_x' },
-                { key: ProjectIdAttribute, value: 'p' },
-                { key: EventTypeAttribute, value: 'docauth.completed' },
-                { key: DeliveryStatusAttribute, value: 'pending' },
-              ],
-              staticSummary: 'docauth.completed → example.com',
-            }),
-        ...(eager ? { requestEagerStart: true } : {}),
-      });
-    };
+    const start = workflowStarter(variant, client, scheduler, taskQueue, startTimes);
 
     // Warm-up: 30 workflows, not measured.
     for (let i = 0; i < 30; i += 1) await start(`warm-${variant}-${i}`);
@@ -134,18 +198,7 @@ async function runVariant(variant: string) {
     const startsDone = performance.now();
     while (activityCalls.length < total) await new Promise((resolve) => setTimeout(resolve, 20));
     const sendsDone = performance.now();
-    // Let the workflows finish (their last workflow task) before reading the CPU.
-    for (let tries = 0; tries < 600; tries += 1) {
-      const open = await client.workflow
-        .count(`ExecutionStatus = "Running" AND WorkflowId STARTS_WITH "wf-${variant}-"`)
-        .catch(() => ({ count: -1 }));
-      if (open.count === 0) break;
-      if (open.count < 0) {
-        await new Promise((resolve) => setTimeout(resolve, 3000)); // no count on this server: a grace period
-        break;
-      }
-      await new Promise((resolve) => setTimeout(resolve, 250));
-    }
+    await untilClosed(client, variant);
     const t1 = performance.now();
     const cpuSelf = process.cpuUsage(cpuSelf0);
     const cpuServer = treeCpuSeconds(server.pid) - cpuServer0;
@@ -154,37 +207,7 @@ async function runVariant(variant: string) {
     await running;
     await grpcConnection?.close();
     await connection.close();
-    const seconds = (t1 - t0) / 1000;
-    const selfMs = (cpuSelf.user + cpuSelf.system) / 1000;
-    const cost = before && after ? costPerDelivery(before, after, total) : undefined;
-    return {
-      variant,
-      workflows: total,
-      concurrency,
-      starts_per_s: round(total / ((startsDone - t0) / 1000), 1),
-      sends_per_s: round(total / ((sendsDone - t0) / 1000), 1),
-      completed_per_s: round(total / seconds, 1),
-      start_to_send_ms: percentiles(latencies),
-      cpu_ms_per_workflow: {
-        worker_and_client_process: round(selfMs / total, 2),
-        temporal_server: round((cpuServer * 1000) / total, 2),
-      },
-      cores: { worker_and_client_process: round(selfMs / 1000 / seconds, 2), temporal_server: round(cpuServer / seconds, 2) },
-      server: cost
-        ? {
-            persistence_ops_per_workflow: cost.persistence_ops_per_delivery,
-            persistence_ms_per_workflow: cost.persistence_ms_per_delivery,
-            writes_per_workflow: round(
-              cost.persistence
-                .filter((row) => /^(Create|Update|Delete|Complete|Range|Append|Upsert|Put|Set)/.test(row.operation) || row.operation === 'AppendHistoryNodes')
-                .reduce((sum, row) => sum + row.per_delivery, 0),
-              2,
-            ),
-            frontend: cost.frontend.map((row) => `${row.operation} ×${row.per_delivery} (${row.mean_ms} ms)`),
-            top_persistence: cost.persistence.slice(0, 8).map((row) => `${row.operation} ×${row.per_delivery} (${row.mean_ms} ms)`),
-          }
-        : undefined,
-    };
+    return variantResult(variant, { t0, startsDone, sendsDone, t1 }, cpuSelf, cpuServer, latencies, before, after);
   } finally {
     await server.stop();
     rmSync(workDir, { recursive: true, force: true });

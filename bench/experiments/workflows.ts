@@ -4,14 +4,14 @@
  * per delivery instead of two, no activity task round trip through the server).
  */
 import { proxyLocalActivities, upsertSearchAttributes } from '@temporalio/workflow';
-import type { Activities } from '../../activities/index.ts';
+import type { DeliveryActivities } from '../../activities/delivery.ts';
 import { DELIVERY_RETRY_POLICY, type DeliveryWorkflowInput } from '../../workflows/delivery.ts';
 import { DeliveryStatusAttribute } from '../../workflows/search-attributes.ts';
 import { SEND_START_TO_CLOSE_MS } from '../../workflows/send-limits.ts';
 
 export { deliveryWorkflow } from '../../workflows/delivery.ts';
 
-const { sendDelivery } = proxyLocalActivities<Activities>({
+const { sendDelivery } = proxyLocalActivities<DeliveryActivities>({
   startToCloseTimeout: SEND_START_TO_CLOSE_MS,
   retry: DELIVERY_RETRY_POLICY,
 });

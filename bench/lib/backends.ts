@@ -2,7 +2,7 @@
  * Backends the bench can start itself for comparison runs (never used by the default run):
  *
  * - `startOwnTemporal`: the Temporal dev server as the service starts it
- *   (src/temporal/dev-server.ts) plus extra arguments, e.g. `--sqlite-pragma synchronous=off`, so a
+ *   (src/local/dev-server.ts) plus extra arguments, e.g. `--sqlite-pragma synchronous=off`, so a
  *   change to the dev-server flags can be measured without touching the service.
  * - `startOwnPostgres`: a throwaway local Postgres (initdb in the work dir, pg_stat_statements
  *   loaded), to measure the service on real Postgres and count statements per delivery.
@@ -11,7 +11,7 @@ import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { chownSync, existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import postgres from 'postgres';
-import { startDevServer } from '../../src/temporal/dev-server.ts';
+import { startDevServer } from '../../src/local/dev-server.ts';
 import { freePort, killGroup } from './stack.ts';
 import { metricsUrlFromLog } from './temporal-metrics.ts';
 

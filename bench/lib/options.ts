@@ -1,6 +1,6 @@
 /** The benchmark's command line: `npm run bench -- --help`. */
 import { parseArgs } from 'node:util';
-import { DEFAULT_HISTORY_SHARDS, DEFAULT_REPLICAS } from '../../src/cluster/topology.ts';
+import { DEFAULT_HISTORY_SHARDS, DEFAULT_REPLICAS } from '../../src/local/cluster/topology.ts';
 import type { Trust } from './stack.ts';
 
 export const HELP = `npm run bench -- [options]

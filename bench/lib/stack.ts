@@ -9,7 +9,7 @@ import { randomBytes } from 'node:crypto';
 import { createWriteStream, existsSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { EMBEDDED_LOCK_FILE } from '../../src/db/embedded.ts';
+import { EMBEDDED_LOCK_FILE } from '../../src/local/embedded-database.ts';
 import { freePort } from '../../test/support/ports.ts';
 import { serviceNodeFlags } from '../../test/support/service-command.ts';
 

@@ -13,8 +13,8 @@
 import { execFileSync } from 'node:child_process';
 import { chmodSync, existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { TEMPORAL_MODULES } from '../../scripts/temporal-tools.mjs';
-import type { ClusterLayout } from '../../src/cluster/layout.ts';
+import { TEMPORAL_MODULES } from '../../src/local/temporal-tools.mjs';
+import type { ClusterLayout } from '../../src/local/cluster/layout.ts';
 import { startClusterTopology } from '../../test/support/cluster.ts';
 import { readStatementStats, resetStatementStats, startOwnPostgres, startOwnTemporal, type OwnBackend, type StatementStats } from './backends.ts';
 import { killOnExit, onCleanup, workDir } from './lifecycle.ts';
@@ -119,7 +119,7 @@ export function serviceTarget({ caFile, nodeArgs, env = {}, keepPublishQuota = f
         process.stderr.write('building the workflow bundle (npm run build:workflows into the temp dir)...\n');
         const env: NodeJS.ProcessEnv = { ...process.env, WORKFLOW_BUNDLE_PATH: bundlePath };
         if (env['NODE_OPTIONS']?.includes('tsx')) delete env['NODE_OPTIONS'];
-        execFileSync(process.execPath, ['--import', 'tsx', 'scripts/bundle-workflows.ts'], { cwd: REPO_ROOT, env, stdio: 'inherit' });
+        execFileSync(process.execPath, ['--import', 'tsx', 'src/temporal/bundle-workflows.ts'], { cwd: REPO_ROOT, env, stdio: 'inherit' });
       }
       if (options.postgres) {
         process.stderr.write('starting a throwaway PostgreSQL...\n');

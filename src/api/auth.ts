@@ -6,7 +6,7 @@ import type { Context } from 'hono';
 import type { AppEnv } from './env.ts';
 import { ApiError, rateLimited } from './errors.ts';
 import { isLookupId } from '../ids.ts';
-import { constantTimeEqual } from '../secrets.ts';
+import { constantTimeEqual } from '../secrets/crypto.ts';
 
 /** The service an API key needs for the webhook management endpoints. */
 export const WEBHOOKS_SERVICE = 'webhooks';

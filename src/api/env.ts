@@ -6,7 +6,7 @@ import type { PublishLanes } from '../events/publish-lanes.ts';
 import type { PublishQuota, PublishQuotaLimits } from '../events/quota.ts';
 import type { DeliveryScheduler } from '../temporal/scheduler.ts';
 import type { Metrics } from '../metrics.ts';
-import type { SecretBox } from '../secrets.ts';
+import type { SecretBox } from '../secrets/crypto.ts';
 
 /** What the API needs from the rest of the service. */
 export interface AppDeps {

@@ -1,12 +1,11 @@
-import { Client, Connection } from '@temporalio/client';
 import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { ConfigError, type Config } from '../config.ts';
 import { publishEvent } from '../events/publish.ts';
 import { PublishEventSchema } from '../events/schema.ts';
 import { describeZodError } from '../api/validation.ts';
-import { loadSecretBox } from '../service-secrets.ts';
-import { connectToTemporal } from '../temporal/connection.ts';
+import { loadSecretBox } from '../secrets/installation.ts';
+import { connectCommandClient } from '../temporal/clients.ts';
 import { DeliveryScheduler } from '../temporal/scheduler.ts';
 import { eraseEventPayloads } from '../db/queries/events.ts';
 import { connectDatabase } from './database.ts';
@@ -96,19 +95,16 @@ async function publish(config: Config, rest: string[]): Promise<void> {
   const secretBox = await loadSecretBox(config);
   const database = await connectDatabase(config);
   const address = config.temporal.address ?? `127.0.0.1:${config.temporal.port}`;
-  let connection: Connection;
+  let temporal: Awaited<ReturnType<typeof connectCommandClient>>;
   try {
-    connection = await connectToTemporal(address, config.temporal, (options) => Connection.connect({ ...options, connectTimeout: 5_000 }));
+    temporal = await connectCommandClient({ address, settings: config.temporal, namespace: config.temporal.namespace }, 5_000);
   } catch (error) {
     await database.close();
     if (error instanceof ConfigError) throw error;
     throw new CliError(`cannot reach Temporal at ${address}: ${(error as Error).message}`);
   }
   try {
-    const scheduler = new DeliveryScheduler(
-      new Client({ connection, namespace: config.temporal.namespace }),
-      config.temporal.taskQueue,
-    );
+    const scheduler = new DeliveryScheduler(temporal.client, config.temporal.taskQueue);
     const published = await publishEvent({ db: database.db, scheduler, secretBox }, parsed.data);
     if (values.json) {
       console.log(JSON.stringify({ event_id: published.eventId, delivery_ids: published.deliveryIds, created: published.created }));
@@ -120,7 +116,7 @@ async function publish(config: Config, rest: string[]): Promise<void> {
       );
     }
   } finally {
-    await connection.close();
+    await temporal.close();
     await database.close();
   }
 }

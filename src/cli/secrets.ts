@@ -2,7 +2,7 @@ import { parseArgs } from 'node:util';
 import type { Config } from '../config.ts';
 import { resealEventPayloads } from '../db/queries/events.ts';
 import { resealWebhookSecrets } from '../db/queries/webhooks.ts';
-import { loadSecretBox } from '../service-secrets.ts';
+import { loadSecretBox } from '../secrets/installation.ts';
 import { connectDatabase } from './database.ts';
 import { CliError, type Command } from './output.ts';
 

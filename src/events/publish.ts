@@ -1,7 +1,7 @@
 import type { Database } from '../db/client.ts';
 import { markEventDispatched, recordEvent, type DeliveryTarget } from '../db/queries/events.ts';
 import type { EventRow } from '../db/schema.ts';
-import type { SecretBox } from '../secrets.ts';
+import type { SecretBox } from '../secrets/crypto.ts';
 import type { DeliveryScheduler } from '../temporal/scheduler.ts';
 import { SpanAttributes } from '../tracing/attributes.ts';
 import { currentTraceparent, withTraceparent } from '../tracing/context.ts';

@@ -2,7 +2,7 @@ import type { Context } from 'hono';
 import { deleteCookie, getCookie, setCookie } from 'hono/cookie';
 import { createMiddleware } from 'hono/factory';
 import { authenticatePortalSession, PORTAL_LINK_TTL_MS, PORTAL_SESSION_TTL_MS } from '../db/queries/portal-sessions.ts';
-import { constantTimeEqual, randomToken, sha256Hex } from '../secrets.ts';
+import { constantTimeEqual, randomToken, sha256Hex } from '../secrets/crypto.ts';
 import { PORTAL_BASE } from './link.ts';
 import type { PortalEnv } from './env.ts';
 import { PortalError } from './errors.ts';

@@ -21,14 +21,9 @@ import {
   type Sampler,
   type SpanExporter,
 } from '@opentelemetry/sdk-trace-base';
-import {
-  makeWorkflowExporter,
-  OpenTelemetryActivityInboundInterceptor,
-  OpenTelemetryActivityOutboundInterceptor,
-  OpenTelemetryWorkflowClientInterceptor,
-} from '@temporalio/interceptors-opentelemetry';
 import type { Logger } from 'pino';
 import type { TraceSampler, TracingConfig } from '../config.ts';
+import { temporalTracing } from '../temporal/tracing.ts';
 import type { Tracing } from './index.ts';
 
 function createSampler(kind: TraceSampler, ratio: number): Sampler {
@@ -104,16 +99,7 @@ export async function startSdk(config: TracingConfig, serviceName: string, logge
   provider.register({ contextManager: new AsyncLocalStorageContextManager(), propagator: new W3CTraceContextPropagator() });
 
   return {
-    clientInterceptors: { workflow: [new OpenTelemetryWorkflowClientInterceptor()] },
-    workerOptions: {
-      interceptors: {
-        activity: [
-          (ctx) => ({ inbound: new OpenTelemetryActivityInboundInterceptor(ctx), outbound: new OpenTelemetryActivityOutboundInterceptor(ctx) }),
-        ],
-      },
-      // The workflows' spans, made in the workflow sandbox, reach the processor through this sink.
-      sinks: { exporter: makeWorkflowExporter(processor, resource) },
-    },
+    ...temporalTracing(processor, resource),
     async shutdown() {
       try {
         await provider.shutdown();

@@ -3,7 +3,7 @@ import { eq, sql } from 'drizzle-orm';
 import { queryRows } from '../../src/db/client.ts';
 import { revokeApiKey } from '../../src/db/queries/api-keys.ts';
 import { apiKeys, deliveries, webhooks } from '../../src/db/schema.ts';
-import { sha256Hex } from '../../src/secrets.ts';
+import { sha256Hex } from '../../src/secrets/crypto.ts';
 import { docauthData, startHarness, type Harness, type TestResponse } from '../support/harness.ts';
 
 const BASE = '/api-gateway/v2';

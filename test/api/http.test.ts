@@ -182,6 +182,21 @@ describe('unknown routes and wrong methods', () => {
   });
 });
 
+describe("each resource's guard", () => {
+  it.each([
+    ['GET', `${BASE}/webhooks`],
+    ['GET', `${BASE}/webhooks/wh_x/nowhere`],
+    ['PUT', `${BASE}/webhooks/wh_x`],
+    ['GET', `${BASE}/webhooks/wh_x/deliveries`],
+    ['POST', `${BASE}/portal/sessions`],
+    ['GET', `${BASE}/portal/nowhere`],
+  ])('answers %s %s without an API key with 401, before any route is matched', async (method, path) => {
+    const response = await h.request(method, path);
+    expect(response.status).toBe(401);
+    expect(response.body.error.code).toBe('invalid_api_key');
+  });
+});
+
 describe('with the database closed', () => {
   const logs: string[] = [];
   let app: ReturnType<typeof createApp>;

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eq } from 'drizzle-orm';
 import { webhooks } from '../../src/db/schema.ts';
 import { startHarness, type Harness } from '../support/harness.ts';
-import { openWebhookSecret } from '../../src/webhook-secrets.ts';
+import { openWebhookSecret } from '../../src/db/sealing/webhooks.ts';
 
 const BASE = '/api-gateway/v2';
 const ISO_UTC = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;

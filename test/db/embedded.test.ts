@@ -13,7 +13,7 @@ import {
   spawnEmbeddedPostgres,
   startEmbeddedPostgres,
   type EmbeddedPostgres,
-} from '../../src/db/embedded.ts';
+} from '../../src/local/embedded-database.ts';
 import { freePort } from '../support/ports.ts';
 
 const run = promisify(execFile);
@@ -344,7 +344,7 @@ describe('the embedded database process (what `npm start` runs)', () => {
     const script = path.join(tmp, 'spawning-parent.mts');
     await writeFile(
       script,
-      `import { spawnEmbeddedPostgres } from ${JSON.stringify(path.join(projectRoot, 'src/db/embedded.ts'))};
+      `import { spawnEmbeddedPostgres } from ${JSON.stringify(path.join(projectRoot, 'src/local/embedded-database.ts'))};
       const spawned = await spawnEmbeddedPostgres(${JSON.stringify(folder)}, ${await freePort()});
       console.log(JSON.stringify({ pid: spawned.pid, url: spawned.url }));
       setInterval(() => {}, 1000);`,

@@ -7,7 +7,7 @@ import { is, sql, type SQL } from 'drizzle-orm';
 import { getTableConfig, PgTable } from 'drizzle-orm/pg-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase, type Database, type DatabaseHandle, type DatabaseTarget } from '../../src/db/client.ts';
-import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../src/db/embedded.ts';
+import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../src/local/embedded-database.ts';
 import * as schema from '../../src/db/schema.ts';
 import { createScratchPostgresDatabase, databaseKind } from '../support/database.ts';
 import { freePort } from '../support/ports.ts';

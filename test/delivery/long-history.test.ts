@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config.ts';
-import { startDevServer, type DevServer } from '../../src/temporal/dev-server.ts';
+import { startDevServer, type DevServer } from '../../src/local/dev-server.ts';
 import { retrySignal } from '../../workflows/delivery.ts';
 import { waitFor } from '../faults/wait.ts';
 import { startHarness, type Harness } from '../support/harness.ts';

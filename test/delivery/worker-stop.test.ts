@@ -2,7 +2,7 @@ import { eq } from 'drizzle-orm';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config.ts';
 import { deliveries } from '../../src/db/schema.ts';
-import { startDevServer, type DevServer } from '../../src/temporal/dev-server.ts';
+import { startDevServer, type DevServer } from '../../src/local/dev-server.ts';
 import { waitFor } from '../faults/wait.ts';
 import { startHarness, type Harness } from '../support/harness.ts';
 import { startHttpsReceiver, type HttpsReceiver } from '../support/https-receiver.ts';

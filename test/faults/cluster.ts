@@ -15,11 +15,11 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { inject } from 'vitest';
 import { openDatabase, type DatabaseHandle } from '../../src/db/client.ts';
-import { startDevServer, type DevServer } from '../../src/temporal/dev-server.ts';
+import { startDevServer, type DevServer } from '../../src/local/dev-server.ts';
 import { freePort } from '../support/ports.ts';
 import { serviceNodeFlags } from '../support/service-command.ts';
-import { newestBinDir } from '../../src/cluster/postgres.ts';
-import { httpOk } from '../../src/cluster/processes.ts';
+import { newestBinDir } from '../../src/local/cluster/postgres.ts';
+import { httpOk } from '../../src/local/cluster/processes.ts';
 import { waitFor } from './wait.ts';
 import { createScenarioKeys, type Deployment } from './workload.ts';
 

@@ -3,7 +3,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import type { TestProject } from 'vitest/node';
-import { WORKFLOWS_PATH } from '../../src/worker.ts';
+import { WORKFLOWS_PATH } from '../../src/temporal/worker.ts';
 
 declare module 'vitest' {
   export interface ProvidedContext {

@@ -7,7 +7,7 @@ import { recordEvent } from '../../src/db/queries/events.ts';
 import { insertWebhook } from '../../src/db/queries/webhooks.ts';
 import { destinationLimits, projectLimits, sendPlaces, sendWaiters, webhooks } from '../../src/db/schema.ts';
 import { acquireSendPlaces, releaseSendPlaces, turnRecheckMs, type FlowLimits, type PlaceDecision } from '../../src/flow-control/places.ts';
-import { generateEncryptionKey, SecretBox } from '../../src/secrets.ts';
+import { generateEncryptionKey, SecretBox } from '../../src/secrets/crypto.ts';
 import { openTestDatabase } from '../support/database.ts';
 import { docauthData } from '../support/event-data.ts';
 

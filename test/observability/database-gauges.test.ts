@@ -7,7 +7,7 @@ import { insertWebhook } from '../../src/db/queries/webhooks.ts';
 import { events, webhooks } from '../../src/db/schema.ts';
 import { parseConfig } from '../../src/config.ts';
 import { createMetrics, renderMetrics } from '../../src/metrics.ts';
-import { generateEncryptionKey, SecretBox } from '../../src/secrets.ts';
+import { generateEncryptionKey, SecretBox } from '../../src/secrets/crypto.ts';
 import { openTestDatabase } from '../support/database.ts';
 import { docauthData } from '../support/harness.ts';
 

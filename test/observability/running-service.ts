@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { inject } from 'vitest';
 import { createApiKey } from '../../src/db/queries/api-keys.ts';
-import { generateEncryptionKey, randomToken } from '../../src/secrets.ts';
+import { generateEncryptionKey, randomToken } from '../../src/secrets/crypto.ts';
 import { openSharedTestDatabase, type SharedTestDatabase } from '../support/database.ts';
 import { docauthData } from '../support/harness.ts';
 import { killStarted, lastLines, startService, waitForExit, waitForReady, type GroupProcess } from '../support/embedded-service.ts';

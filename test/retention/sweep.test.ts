@@ -3,7 +3,7 @@ import { once } from 'node:events';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateHistory } from '../../bench/scale/generate.ts';
 import { queryRows } from '../../src/db/client.ts';
-import { generateEncryptionKey, SecretBox } from '../../src/secrets.ts';
+import { generateEncryptionKey, SecretBox } from '../../src/secrets/crypto.ts';
 import { sweepAll, sweepCutoffs, type SweepCutoffs } from '../../src/retention/sweep.ts';
 import { runCli, spawnCli } from '../support/cli.ts';
 import { openSharedTestDatabase, type SharedTestDatabase } from '../support/database.ts';

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { queryRows } from '../../src/db/client.ts';
 import { resealWebhookSecrets } from '../../src/db/queries/webhooks.ts';
 import { verifyWebhook } from '../../src/receiver/index.ts';
-import { generateWebhookSecret } from '../../src/secrets.ts';
+import { generateWebhookSecret } from '../../src/secrets/crypto.ts';
 import { startHarness, type Harness } from '../support/harness.ts';
 import { startHttpsReceiver, type HttpsReceiver } from '../support/https-receiver.ts';
 

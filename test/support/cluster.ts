@@ -8,10 +8,10 @@ import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } f
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { ClusterLayout } from '../../src/cluster/layout.ts';
-import { ensurePostgresInstalled, startPostgres, stopPostgres } from '../../src/cluster/postgres.ts';
-import { isRunning, processStartTime, sleep } from '../../src/cluster/processes.ts';
-import type { ClusterStatus } from '../../src/cluster/topology.ts';
+import type { ClusterLayout } from '../../src/local/cluster/layout.ts';
+import { ensurePostgresInstalled, startPostgres, stopPostgres } from '../../src/local/cluster/postgres.ts';
+import { isRunning, processStartTime, sleep } from '../../src/local/cluster/processes.ts';
+import type { ClusterStatus } from '../../src/local/cluster/topology.ts';
 import { freePortBlock } from './ports.ts';
 
 const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));

@@ -5,7 +5,7 @@ import path from 'node:path';
 import postgres from 'postgres';
 import { parseConfig } from '../../src/config.ts';
 import { openDatabase, type DatabaseHandle } from '../../src/db/client.ts';
-import { startEmbeddedPostgres } from '../../src/db/embedded.ts';
+import { startEmbeddedPostgres } from '../../src/local/embedded-database.ts';
 import { freePort } from './ports.ts';
 
 /** Which database the suite runs on: real Postgres when DATABASE_URL is set, PGlite otherwise. */

@@ -9,11 +9,11 @@ import type { DatabaseHandle } from '../../src/db/client.ts';
 import { createApiKey } from '../../src/db/queries/api-keys.ts';
 import { createLogger } from '../../src/logger.ts';
 import { createMetrics } from '../../src/metrics.ts';
-import { generateEncryptionKey, randomToken, SecretBox } from '../../src/secrets.ts';
+import { generateEncryptionKey, randomToken, SecretBox } from '../../src/secrets/crypto.ts';
 import { connectToTemporal, type TemporalConnectionOptions } from '../../src/temporal/connection.ts';
 import { activityCompletion } from '../../src/temporal/activity-completion.ts';
 import { DeliveryScheduler } from '../../src/temporal/scheduler.ts';
-import { startDeliveryWorker, type DeliveryWorker } from '../../src/worker.ts';
+import { startDeliveryWorker, type DeliveryWorker } from '../../src/temporal/worker.ts';
 import { openTestDatabase } from './database.ts';
 
 export interface HarnessOptions {

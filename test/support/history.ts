@@ -5,7 +5,7 @@ import { recordEvent } from '../../src/db/queries/events.ts';
 import { insertWebhook } from '../../src/db/queries/webhooks.ts';
 import { deliveries, deliveryAttempts, events, type DeliveryStatus } from '../../src/db/schema.ts';
 import { newId } from '../../src/ids.ts';
-import type { SecretBox } from '../../src/secrets.ts';
+import type { SecretBox } from '../../src/secrets/crypto.ts';
 import { docauthData } from './event-data.ts';
 
 const DAY_MS = 86_400_000;

@@ -1,5 +1,5 @@
 import { createServer } from 'node:net';
-import { portIsFree } from '../../src/cluster/processes.ts';
+import { portIsFree } from '../../src/local/cluster/processes.ts';
 
 /** A TCP port free on 127.0.0.1 right now. */
 export function freePort(): Promise<number> {

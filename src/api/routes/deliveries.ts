@@ -41,7 +41,7 @@ export const deliveriesRouter = createRouter()
   .openapi(
     createRoute({
       method: 'get',
-      path: '/webhooks/{id}/deliveries',
+      path: '/{id}/deliveries',
       operationId: 'listDeliveries',
       tags,
       summary: 'List deliveries, newest first (cursor pagination, filters)',
@@ -83,7 +83,7 @@ export const deliveriesRouter = createRouter()
   .openapi(
     createRoute({
       method: 'get',
-      path: '/webhooks/{id}/deliveries/{delivery_id}',
+      path: '/{id}/deliveries/{delivery_id}',
       operationId: 'getDelivery',
       tags,
       summary: 'Get one delivery',
@@ -102,7 +102,7 @@ export const deliveriesRouter = createRouter()
   .openapi(
     createRoute({
       method: 'get',
-      path: '/webhooks/{id}/deliveries/{delivery_id}/attempts',
+      path: '/{id}/deliveries/{delivery_id}/attempts',
       operationId: 'listDeliveryAttempts',
       tags,
       summary: 'List the attempts of a delivery, first attempt first',
@@ -129,7 +129,7 @@ export const deliveriesRouter = createRouter()
   .openapi(
     createRoute({
       method: 'post',
-      path: '/webhooks/{id}/deliveries/{delivery_id}/retry',
+      path: '/{id}/deliveries/{delivery_id}/retry',
       operationId: 'retryDelivery',
       tags,
       summary: 'Retry a failed or dead-lettered delivery now',

@@ -34,7 +34,7 @@ export const operationsRouter = createRouter()
   .openapi(
     createRoute({
       method: 'post',
-      path: '/webhooks/{id}/deliveries/retry',
+      path: '/{id}/deliveries/retry',
       operationId: 'retryDeliveries',
       tags,
       summary: 'Retry, at a bounded rate, every delivery of the webhook in the given statuses (bulk retry)',
@@ -90,7 +90,7 @@ export const operationsRouter = createRouter()
   .openapi(
     createRoute({
       method: 'get',
-      path: '/webhooks/{id}/operations/{operation_id}',
+      path: '/{id}/operations/{operation_id}',
       operationId: 'getOperation',
       tags,
       summary: 'Get a bulk operation and its progress',
@@ -112,7 +112,7 @@ export const operationsRouter = createRouter()
   .openapi(
     createRoute({
       method: 'delete',
-      path: '/webhooks/{id}/operations/{operation_id}',
+      path: '/{id}/operations/{operation_id}',
       operationId: 'cancelOperation',
       tags,
       summary: 'Cancel a bulk operation (it stops between two deliveries and records itself cancelled)',

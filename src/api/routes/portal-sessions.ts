@@ -2,6 +2,7 @@ import { createRoute, z } from '@hono/zod-openapi';
 import { mintPortalLink } from '../../db/queries/portal-sessions.ts';
 import { portalLinkUrl } from '../../portal/link.ts';
 import { envelope } from '../schemas.ts';
+import { requireApiKey } from '../auth.ts';
 import { createRouter } from '../validation.ts';
 import { errorResponses, success } from './shared.ts';
 
@@ -16,10 +17,13 @@ const PortalLinkSchema = z
   })
   .openapi('PortalLink');
 
-export const portalSessionsRouter = createRouter().openapi(
+/** Portal links, mounted at `/portal` of the v2 API: every route behind a customer API key. */
+export const portalSessionsRouter = createRouter();
+portalSessionsRouter.use('/*', requireApiKey);
+portalSessionsRouter.openapi(
   createRoute({
     method: 'post',
-    path: '/portal/sessions',
+    path: '/sessions',
     operationId: 'createPortalSession',
     tags: ['Portal'],
     summary: "Mint a one-time link to the customer portal of the API key's project",

@@ -13,7 +13,7 @@ const TestEventSchema = z
 export const testEventsRouter = createRouter().openapi(
   createRoute({
     method: 'post',
-    path: '/webhooks/{id}/test-events',
+    path: '/{id}/test-events',
     operationId: 'sendTestEvent',
     tags: ['Webhooks'],
     summary: 'Send a sample docauth.completed to this webhook only',

@@ -1,8 +1,8 @@
 import { createRoute, z } from '@hono/zod-openapi';
 import { findActiveApiKey } from '../../db/queries/api-keys.ts';
 import { deleteWebhook, insertWebhookWithinLimit, listWebhooks, updateWebhook } from '../../db/queries/webhooks.ts';
-import { generateWebhookSecret } from '../../secrets.ts';
-import { openWebhookHeaders } from '../../webhook-secrets.ts';
+import { generateWebhookSecret } from '../../secrets/crypto.ts';
+import { openWebhookHeaders } from '../../db/sealing/webhooks.ts';
 import { ownedWebhook } from '../auth.ts';
 import { ApiError } from '../errors.ts';
 import { webhookListItem, webhookResource } from '../presenters.ts';
@@ -17,16 +17,28 @@ import {
   WebhookWithSecretSchema,
   envelope,
 } from '../schemas.ts';
+import { requireApiKey } from '../auth.ts';
 import { createRouter } from '../validation.ts';
+import { deliveriesRouter } from './deliveries.ts';
+import { operationsRouter } from './operations.ts';
+import { testEventsRouter } from './test-events.ts';
 import { errorResponses, jsonBody, success, webhookLinks } from './shared.ts';
 
 const tags = ['Webhooks'];
 
-export const webhooksRouter = createRouter()
+/**
+ * The webhooks resource, mounted at `/webhooks` of the v2 API with its sub-resources (test events,
+ * deliveries, bulk retries): every route behind a customer API key, checked before anything else,
+ * so an unknown path or method there is a 401 to a caller without one.
+ */
+export const webhooksRouter = createRouter();
+webhooksRouter.use('/', requireApiKey);
+webhooksRouter.use('/*', requireApiKey);
+webhooksRouter
   .openapi(
     createRoute({
       method: 'post',
-      path: '/webhooks',
+      path: '/',
       operationId: 'createWebhook',
       tags,
       summary: 'Create a webhook (the secret is returned only here)',
@@ -70,7 +82,7 @@ export const webhooksRouter = createRouter()
   .openapi(
     createRoute({
       method: 'get',
-      path: '/webhooks',
+      path: '/',
       operationId: 'listWebhooks',
       tags,
       summary: "List the project's webhooks, oldest first (cursor pagination)",
@@ -97,7 +109,7 @@ export const webhooksRouter = createRouter()
   .openapi(
     createRoute({
       method: 'get',
-      path: '/webhooks/{id}',
+      path: '/{id}',
       operationId: 'getWebhook',
       tags,
       summary: 'Get a webhook (without its secret)',
@@ -122,7 +134,7 @@ export const webhooksRouter = createRouter()
   .openapi(
     createRoute({
       method: 'patch',
-      path: '/webhooks/{id}',
+      path: '/{id}',
       operationId: 'updateWebhook',
       tags,
       summary: 'Update a webhook: url, events, status, headers, rate_limit',
@@ -155,7 +167,7 @@ export const webhooksRouter = createRouter()
   .openapi(
     createRoute({
       method: 'delete',
-      path: '/webhooks/{id}',
+      path: '/{id}',
       operationId: 'deleteWebhook',
       tags,
       summary: 'Delete a webhook, its deliveries and their pending attempts',
@@ -178,7 +190,7 @@ export const webhooksRouter = createRouter()
   .openapi(
     createRoute({
       method: 'post',
-      path: '/webhooks/{id}/rotate-secret',
+      path: '/{id}/rotate-secret',
       operationId: 'rotateWebhookSecret',
       tags,
       summary: 'Replace the signing secret (the new one is returned only here)',
@@ -208,4 +220,4 @@ export const webhooksRouter = createRouter()
       );
     },
   );
-
+webhooksRouter.route('/', testEventsRouter).route('/', deliveriesRouter).route('/', operationsRouter);

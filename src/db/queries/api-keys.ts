@@ -2,7 +2,7 @@ import { and, asc, eq, isNull } from 'drizzle-orm';
 import type { Database } from '../client.ts';
 import { apiKeys, type ApiKeyRow } from '../schema.ts';
 import { newId } from '../../ids.ts';
-import { constantTimeEqual, randomToken, sha256Hex } from '../../secrets.ts';
+import { constantTimeEqual, randomToken, sha256Hex } from '../../secrets/crypto.ts';
 
 const TOKEN_PATTERN = /^sk_([0-9a-hjkmnp-tv-z]{26})_([A-Za-z0-9_-]{43})$/;
 

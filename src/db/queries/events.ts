@@ -4,8 +4,8 @@ import { preparedPerDatabase } from '../prepared.ts';
 import { deliveries, events, webhooks, type EventRow } from '../schema.ts';
 import { listSubscribedWebhooks } from './webhooks.ts';
 import { newId } from '../../ids.ts';
-import { openPayload, requestIdHashes, sealPayload } from '../../events/payload.ts';
-import type { SecretBox } from '../../secrets.ts';
+import { openPayload, requestIdHashes, sealPayload } from '../sealing/event-payloads.ts';
+import type { SecretBox } from '../../secrets/crypto.ts';
 
 /** An event as a producer hands it in. */
 export interface NewEvent {

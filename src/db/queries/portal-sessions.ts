@@ -2,7 +2,7 @@ import { and, eq, gt, isNull, lt } from 'drizzle-orm';
 import type { Database } from '../client.ts';
 import { apiKeys, portalSessions, type ApiKeyRow, type PortalSessionRow } from '../schema.ts';
 import { newId } from '../../ids.ts';
-import { constantTimeEqual, randomToken, sha256Hex } from '../../secrets.ts';
+import { constantTimeEqual, randomToken, sha256Hex } from '../../secrets/crypto.ts';
 
 /** How long a minted link can be opened. */
 export const PORTAL_LINK_TTL_MS = 10 * 60_000;

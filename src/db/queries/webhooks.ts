@@ -3,8 +3,8 @@ import { queryRows, type Database } from '../client.ts';
 import { preparedPerDatabase } from '../prepared.ts';
 import { deliveries, sendPlaces, webhooks, type WebhookRow } from '../schema.ts';
 import { newId } from '../../ids.ts';
-import type { SecretBox } from '../../secrets.ts';
-import { resealedWebhook, sealWebhookHeaders, sealWebhookSecret, UnopenableWebhookError } from '../../webhook-secrets.ts';
+import type { SecretBox } from '../../secrets/crypto.ts';
+import { resealedWebhook, sealWebhookHeaders, sealWebhookSecret, UnopenableWebhookError } from '../sealing/webhooks.ts';
 
 /** Fields a customer sets on a webhook. */
 export interface WebhookInput {

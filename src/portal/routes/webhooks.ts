@@ -68,112 +68,127 @@ async function confirmationPage(
   );
 }
 
+/** The project's endpoints, a page at a time. */
+async function listPage(c: Context<PortalEnv>, appFetch: AppFetch): Promise<Response> {
+  const startingAfter = c.req.query('starting_after') || undefined;
+  // The API validates the cursor; a bad one is its 400 with its message.
+  const { data, meta } = await answered(
+    portalApi(c, appFetch).GET('/api-gateway/v2/webhooks', { params: { query: { ...(startingAfter && { starting_after: startingAfter }) } as { limit?: number } } }),
+  );
+  return render(c, { title: 'Webhook endpoints' }, webhookList(data, { startingAfter, nextCursor: meta.next_cursor }));
+}
+
+/** The new endpoint's form posted: its secret shown once, or the form again with the API's reason. */
+async function createEndpoint(c: Context<PortalEnv>, appFetch: AppFetch): Promise<Response> {
+  const values = submittedValues(c);
+  return orFormAgain(
+    async () => {
+      const { data } = await answered(
+        portalApi(c, appFetch).POST('/api-gateway/v2/webhooks', {
+          body: {
+            api_key_id: c.var.apiKey.id,
+            url: values.url,
+            events: values.events as ['docauth.completed'],
+            headers: parseHeadersText(values.headers),
+            ...(values.rateLimit !== '' && { rate_limit: rateLimitOf(values)! }),
+          },
+        }),
+      );
+      return render(c, { title: 'Endpoint added', notice: `Events now go to ${data.url}.`, breadcrumbs: HOME }, secretReveal(data.id, data.secret), 201);
+    },
+    (message) => render(c, { title: 'Add endpoint', error: message, breadcrumbs: HOME }, webhookForm(pageSession(c), `${PORTAL_BASE}/webhooks`, values, 'Add endpoint', message), 400),
+  );
+}
+
+/** One endpoint with its deliveries (filtered, a page at a time), refreshed while any is in flight. */
+async function endpointPage(c: Context<PortalEnv>, appFetch: AppFetch): Promise<Response> {
+  const id = c.req.param('id')!;
+  const filters: DeliveryFilters = {
+    status: c.req.query('status') || undefined,
+    event: c.req.query('event') || undefined,
+    starting_after: c.req.query('starting_after') || undefined,
+  };
+  const api = portalApi(c, appFetch);
+  const [{ data: webhook }, deliveries] = await Promise.all([
+    answered(api.GET('/api-gateway/v2/webhooks/{id}', { params: { path: { id } } })),
+    answered(
+      api.GET('/api-gateway/v2/webhooks/{id}/deliveries', {
+        // The API validates the filters; a bad one is its 400 with its message.
+        params: { path: { id }, query: { limit: 25, ...filters } as { limit: number } },
+      }),
+    ),
+  ]);
+  return render(
+    c,
+    { title: webhook.url, breadcrumbs: HOME },
+    liveRegion(
+      'webhook',
+      anyInFlight(deliveries.data),
+      'Deliveries are in flight: this page refreshes every 3 seconds.',
+      html`${webhookSummary(pageSession(c), webhook)}${deliveriesSection(pageSession(c), id, deliveries.data, filters, deliveries.meta.next_cursor)}`,
+    ),
+  );
+}
+
+/** The endpoint's settings in a form. */
+async function editPage(c: Context<PortalEnv>, appFetch: AppFetch): Promise<Response> {
+  const id = c.req.param('id')!;
+  const { data: webhook } = await answered(portalApi(c, appFetch).GET('/api-gateway/v2/webhooks/{id}', { params: { path: { id } } }));
+  const values = {
+    url: webhook.url,
+    events: webhook.events,
+    status: webhook.status,
+    headers: headersText(webhook.headers),
+    rateLimit: webhook.rate_limit === undefined ? '' : String(webhook.rate_limit),
+  };
+  return render(
+    c,
+    { title: 'Edit endpoint', breadcrumbs: [...HOME, { href: webhookPath(id), label: webhook.url }] },
+    webhookForm(pageSession(c), webhookPath(id), values, 'Save changes'),
+  );
+}
+
+/** The edit form posted: back to the endpoint, or the form again with the API's reason. */
+async function updateEndpoint(c: Context<PortalEnv>, appFetch: AppFetch): Promise<Response> {
+  const id = c.req.param('id')!;
+  const values = submittedValues(c);
+  return orFormAgain(
+    async () => {
+      await answered(
+        portalApi(c, appFetch).PATCH('/api-gateway/v2/webhooks/{id}', {
+          params: { path: { id } },
+          body: {
+            url: values.url,
+            events: values.events as ['docauth.completed'],
+            status: values.status,
+            headers: parseHeadersText(values.headers),
+            rate_limit: rateLimitOf(values),
+          },
+        }),
+      );
+      return redirectAfterChange(c, webhookPath(id), 'updated');
+    },
+    (message) =>
+      render(
+        c,
+        { title: 'Edit endpoint', error: message, breadcrumbs: [...HOME, { href: webhookPath(id), label: 'Endpoint' }] },
+        webhookForm(pageSession(c), webhookPath(id), values, 'Save changes', message),
+        400,
+      ),
+  );
+}
+
 /** The portal's endpoint pages: list, create, show (with its deliveries), edit, delete, rotate, test event. */
 export function webhookPages(appFetch: AppFetch) {
   return new Hono<PortalEnv>()
-    .get('/', async (c) => {
-      const startingAfter = c.req.query('starting_after') || undefined;
-      // The API validates the cursor; a bad one is its 400 with its message.
-      const { data, meta } = await answered(
-        portalApi(c, appFetch).GET('/api-gateway/v2/webhooks', { params: { query: { ...(startingAfter && { starting_after: startingAfter }) } as { limit?: number } } }),
-      );
-      return render(c, { title: 'Webhook endpoints' }, webhookList(data, { startingAfter, nextCursor: meta.next_cursor }));
-    })
+    .get('/', (c) => listPage(c, appFetch))
     .get('/webhooks/new', (c) =>
       render(c, { title: 'Add endpoint', breadcrumbs: HOME }, webhookForm(pageSession(c), `${PORTAL_BASE}/webhooks`, { url: '', events: ['docauth.completed'], headers: '', rateLimit: '' }, 'Add endpoint')),
     )
-    .post('/webhooks', async (c) => {
-      const values = submittedValues(c);
-      return orFormAgain(
-        async () => {
-          const { data } = await answered(
-            portalApi(c, appFetch).POST('/api-gateway/v2/webhooks', {
-              body: {
-                api_key_id: c.var.apiKey.id,
-                url: values.url,
-                events: values.events as ['docauth.completed'],
-                headers: parseHeadersText(values.headers),
-                ...(values.rateLimit !== '' && { rate_limit: rateLimitOf(values)! }),
-              },
-            }),
-          );
-          return render(c, { title: 'Endpoint added', notice: `Events now go to ${data.url}.`, breadcrumbs: HOME }, secretReveal(data.id, data.secret), 201);
-        },
-        (message) => render(c, { title: 'Add endpoint', error: message, breadcrumbs: HOME }, webhookForm(pageSession(c), `${PORTAL_BASE}/webhooks`, values, 'Add endpoint', message), 400),
-      );
-    })
-    .get('/webhooks/:id', async (c) => {
-      const id = c.req.param('id');
-      const filters: DeliveryFilters = {
-        status: c.req.query('status') || undefined,
-        event: c.req.query('event') || undefined,
-        starting_after: c.req.query('starting_after') || undefined,
-      };
-      const api = portalApi(c, appFetch);
-      const [{ data: webhook }, deliveries] = await Promise.all([
-        answered(api.GET('/api-gateway/v2/webhooks/{id}', { params: { path: { id } } })),
-        answered(
-          api.GET('/api-gateway/v2/webhooks/{id}/deliveries', {
-            // The API validates the filters; a bad one is its 400 with its message.
-            params: { path: { id }, query: { limit: 25, ...filters } as { limit: number } },
-          }),
-        ),
-      ]);
-      return render(
-        c,
-        { title: webhook.url, breadcrumbs: HOME },
-        liveRegion(
-          'webhook',
-          anyInFlight(deliveries.data),
-          'Deliveries are in flight: this page refreshes every 3 seconds.',
-          html`${webhookSummary(pageSession(c), webhook)}${deliveriesSection(pageSession(c), id, deliveries.data, filters, deliveries.meta.next_cursor)}`,
-        ),
-      );
-    })
-    .get('/webhooks/:id/edit', async (c) => {
-      const id = c.req.param('id');
-      const { data: webhook } = await answered(portalApi(c, appFetch).GET('/api-gateway/v2/webhooks/{id}', { params: { path: { id } } }));
-      const values = {
-        url: webhook.url,
-        events: webhook.events,
-        status: webhook.status,
-        headers: headersText(webhook.headers),
-        rateLimit: webhook.rate_limit === undefined ? '' : String(webhook.rate_limit),
-      };
-      return render(
-        c,
-        { title: 'Edit endpoint', breadcrumbs: [...HOME, { href: webhookPath(id), label: webhook.url }] },
-        webhookForm(pageSession(c), webhookPath(id), values, 'Save changes'),
-      );
-    })
-    .post('/webhooks/:id', async (c) => {
-      const id = c.req.param('id');
-      const values = submittedValues(c);
-      return orFormAgain(
-        async () => {
-          await answered(
-            portalApi(c, appFetch).PATCH('/api-gateway/v2/webhooks/{id}', {
-              params: { path: { id } },
-              body: {
-                url: values.url,
-                events: values.events as ['docauth.completed'],
-                status: values.status,
-                headers: parseHeadersText(values.headers),
-                rate_limit: rateLimitOf(values),
-              },
-            }),
-          );
-          return redirectAfterChange(c, webhookPath(id), 'updated');
-        },
-        (message) =>
-          render(
-            c,
-            { title: 'Edit endpoint', error: message, breadcrumbs: [...HOME, { href: webhookPath(id), label: 'Endpoint' }] },
-            webhookForm(pageSession(c), webhookPath(id), values, 'Save changes', message),
-            400,
-          ),
-      );
-    })
+    .post('/webhooks', (c) => createEndpoint(c, appFetch))
+    .get('/webhooks/:id', (c) => endpointPage(c, appFetch))
+    .get('/webhooks/:id/edit', (c) => editPage(c, appFetch))
+    .post('/webhooks/:id', (c) => updateEndpoint(c, appFetch))
     .get('/webhooks/:id/delete', (c) =>
       confirmationPage(c, appFetch, {
         title: 'Delete endpoint',

@@ -7,28 +7,28 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { Worker, type NativeConnection } from '@temporalio/worker';
 import type { Logger } from 'pino';
-import { createActivities } from '../activities/index.ts';
-import { createOperationActivities } from '../activities/operations.ts';
-import { createRepairActivities } from '../activities/repair.ts';
-import { createRetentionActivities } from '../activities/retention.ts';
-import type { Database } from './db/client.ts';
-import type { AutoDisableRule } from './endpoint-health/auto-disable.ts';
-import { createSender, type Sender } from './delivery/sender.ts';
-import { SendsInFlight } from './delivery/sends-in-flight.ts';
-import type { Metrics } from './metrics.ts';
-import type { SecretBox } from './secrets.ts';
-import { nodeArgsForChild } from './node-child.ts';
-import type { ActivityCompletion } from './temporal/activity-completion.ts';
-import type { DeliveryScheduler } from './temporal/scheduler.ts';
-import type { Tracing } from './tracing/index.ts';
+import { createDeliveryActivities } from '../../activities/delivery.ts';
+import { createOperationActivities } from '../../activities/operations.ts';
+import { createRepairActivities } from '../../activities/repair.ts';
+import { createRetentionActivities } from '../../activities/retention.ts';
+import type { Database } from '../db/client.ts';
+import type { AutoDisableRule } from '../endpoint-health/auto-disable.ts';
+import { createSender, type Sender } from '../delivery/sender.ts';
+import { SendsInFlight } from '../delivery/sends-in-flight.ts';
+import type { Metrics } from '../metrics.ts';
+import type { SecretBox } from '../secrets/crypto.ts';
+import { nodeArgsForChild } from '../node-child.ts';
+import type { ActivityCompletion } from './activity-completion.ts';
+import type { DeliveryScheduler } from './scheduler.ts';
+import type { Tracing } from '../tracing/index.ts';
 
 const runFile = promisify(execFile);
 
 /** The workflow code that bundles are built from (by `npm run build:workflows`, or at start). */
-export const WORKFLOWS_PATH = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
+export const WORKFLOWS_PATH = fileURLToPath(new URL('../../workflows/index.ts', import.meta.url));
 
 /** The workflow interceptors (OpenTelemetry's) of the bundle a worker with tracing on runs. */
-const TRACING_INTERCEPTORS_PATH = fileURLToPath(new URL('../workflows/tracing-interceptors.ts', import.meta.url));
+const TRACING_INTERCEPTORS_PATH = fileURLToPath(new URL('../../workflows/tracing-interceptors.ts', import.meta.url));
 
 /** What `bundleWorkflowCode` builds the bundle from: with tracing, the interceptors are in it. */
 export function workflowBundleOptions(tracing: boolean): { workflowsPath: string; workflowInterceptorModules: string[] } {
@@ -103,7 +103,7 @@ const SENDS_DRAIN_MS = 35_000;
 /** Time a send's place is held beyond the HTTP exchange's limit, for its database statements. */
 const HOLD_MARGIN_MS = 30_000;
 
-const BUNDLE_SCRIPT = fileURLToPath(new URL('../scripts/bundle-workflows.ts', import.meta.url));
+const BUNDLE_SCRIPT = fileURLToPath(new URL('./bundle-workflows.ts', import.meta.url));
 
 /**
  * Bundles the workflow code (webpack) in a short-lived child process: in this one, webpack
@@ -145,7 +145,7 @@ export async function startDeliveryWorker(options: DeliveryWorkerOptions): Promi
     taskQueue: options.taskQueue,
     workflowBundle,
     activities: {
-      ...createActivities({
+      ...createDeliveryActivities({
         db: options.db,
         secretBox: options.secretBox,
         sender,

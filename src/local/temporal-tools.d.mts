@@ -8,3 +8,4 @@ export declare const TEMPORAL_SCHEMA_DIR: string;
 export declare function findTemporalCli(explicitPath: string | undefined): string | undefined;
 export declare function ensureTemporalTools(keys: ('cli' | 'server' | 'ui')[]): Record<string, string>;
 export declare function buildTemporalCli(): string | undefined;
+export declare function main(args: string[]): void;

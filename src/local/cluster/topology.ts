@@ -6,9 +6,9 @@
  */
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { ensureTemporalTools } from '../../scripts/temporal-tools.mjs';
-import type { Config } from '../config.ts';
-import { sharedReplicaSecrets } from '../service-secrets.ts';
+import { ensureTemporalTools } from '../temporal-tools.mjs';
+import type { Config } from '../../config.ts';
+import { sharedReplicaSecrets } from '../../secrets/installation.ts';
 import { boundPorts, clusterLayout, REPO_ROOT, type ClusterLayout, type ReplicaCounts } from './layout.ts';
 import {
   ensurePostgresInstalled,

@@ -1,13 +1,13 @@
 // Bundles the workflow code ahead of time, so production workers start without compiling
 // (`npm run build:workflows`: into WORKFLOW_BUNDLE_PATH, and the bundle with tracing's workflow
 // interceptors beside it), and for a worker that finds no prebuilt bundle
-// (`scripts/bundle-workflows.ts <file> [--tracing]`): that worker runs this in a short-lived
+// (`src/temporal/bundle-workflows.ts <file> [--tracing]`): that worker runs this in a short-lived
 // child process so that webpack's memory never stays in the worker's own.
 import { bundleWorkflowCode, DefaultLogger } from '@temporalio/worker';
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { loadConfig } from '../src/config.ts';
-import { tracingBundlePath, workflowBundleOptions } from '../src/worker.ts';
+import { loadConfig } from '../config.ts';
+import { tracingBundlePath, workflowBundleOptions } from './worker.ts';
 
 async function bundle(target: string, tracing: boolean, quiet: boolean): Promise<void> {
   const { code } = await bundleWorkflowCode({ ...workflowBundleOptions(tracing), ...(quiet ? { logger: new DefaultLogger('WARN') } : {}) });

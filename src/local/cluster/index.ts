@@ -3,7 +3,7 @@
  * See `--help` and docs/deployment.md ("The production topology on one machine, without Docker").
  */
 import { parseArgs } from 'node:util';
-import { ConfigError, loadConfig } from '../config.ts';
+import { ConfigError, loadConfig } from '../../config.ts';
 import { DEFAULT_HISTORY_SHARDS, DEFAULT_REPLICAS, down, status, up, type ClusterStatus } from './topology.ts';
 
 const HELP = `npm run cluster -- <command> [options]

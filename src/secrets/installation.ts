@@ -1,7 +1,7 @@
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { ConfigError, type Config } from './config.ts';
-import { generateEncryptionKey, SecretBox } from './secrets.ts';
+import { ConfigError, type Config } from '../config.ts';
+import { generateEncryptionKey, SecretBox } from './crypto.ts';
 
 /** A secret every process of one installation must share. */
 interface SharedSecret {

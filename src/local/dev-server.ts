@@ -5,7 +5,7 @@ import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { Connection } from '@temporalio/client';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
-import { findTemporalCli } from '../../scripts/temporal-tools.mjs';
+import { findTemporalCli } from './temporal-tools.mjs';
 import { SEARCH_ATTRIBUTES } from '../../workflows/search-attributes.ts';
 import { SERVICE_DYNAMIC_CONFIG } from './dynamic-config.ts';
 

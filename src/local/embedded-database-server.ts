@@ -11,7 +11,7 @@ import {
   startEmbeddedPostgres,
   type EmbeddedServerArgs,
   type EmbeddedServerMessage,
-} from './embedded.ts';
+} from './embedded-database.ts';
 
 const args = JSON.parse(process.argv[2] ?? '{}') as EmbeddedServerArgs;
 /** Sends a message to the parent; resolves once it is written (or at once if the parent is gone). */

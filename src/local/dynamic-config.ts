@@ -1,6 +1,6 @@
 /**
  * Dynamic config the service relies on, on every Temporal server it runs against: the dev
- * server gets it by flag (src/temporal/dev-server.ts), the production server from
+ * server gets it by flag (src/local/dev-server.ts), the production server from
  * deploy/temporal/dynamicconfig/production.yaml (a test keeps the two equal).
  *
  * Eager activity dispatch: the first attempt of sendDelivery is handed to the worker in the

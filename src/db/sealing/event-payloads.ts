@@ -2,8 +2,8 @@
  * An event's `data` at rest: sealed with the key ring of SECRET_ENCRYPTION_KEY (AES-256-GCM),
  * bound to the event's id, and findable by its `request_id` through a keyed hash only.
  */
-import type { EventRow } from '../db/schema.ts';
-import type { SecretBox } from '../secrets.ts';
+import type { EventRow } from '../schema.ts';
+import type { SecretBox } from '../../secrets/crypto.ts';
 
 /** What is authenticated with an event's sealed payload: it opens for that event only. */
 const sealContext = (eventId: string) => `event:${eventId}`;

@@ -7,9 +7,9 @@
  */
 import path from 'node:path';
 import { Connection } from '@temporalio/client';
-import { TEMPORAL_SCHEMA_DIR } from '../../scripts/temporal-tools.mjs';
-import { parseConfig } from '../config.ts';
-import { temporalConnectionOptions, type TemporalConnectionOptions } from '../temporal/connection.ts';
+import { TEMPORAL_SCHEMA_DIR } from '../temporal-tools.mjs';
+import { parseConfig } from '../../config.ts';
+import { temporalConnectionOptions, type TemporalConnectionOptions } from '../../temporal/connection.ts';
 import { DEPLOY_DIR, REPO_ROOT, type ClusterLayout } from './layout.ts';
 import type { Credentials } from './postgres.ts';
 import { isRunning, runLogged, spawnDetached, tail, waitUntil, type ProcessRecord } from './processes.ts';

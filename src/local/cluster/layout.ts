@@ -5,9 +5,9 @@
  */
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { Config } from '../config.ts';
+import type { Config } from '../../config.ts';
 
-export const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
+export const REPO_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 /** The deployment files docker-compose.yml mounts, used here as they are. */
 export const DEPLOY_DIR = path.join(REPO_ROOT, 'deploy');
 

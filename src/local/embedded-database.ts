@@ -252,7 +252,7 @@ export interface EmbeddedPostgresProcess extends EmbeddedPostgres {
   readonly pid: number;
 }
 
-const SERVER_ENTRY = fileURLToPath(new URL('./embedded-server.ts', import.meta.url));
+const SERVER_ENTRY = fileURLToPath(new URL('./embedded-database-server.ts', import.meta.url));
 const STOP_TIMEOUT_MS = 30_000;
 
 /** What `embedded-server.ts` takes as its argument. */

@@ -7,7 +7,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 /** The project's root directory. */
-export const projectRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+export const projectRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 /** Where every built tool is cached. */
 export const BIN_DIR = path.join(projectRoot, '.tools', 'bin');
 

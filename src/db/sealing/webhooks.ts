@@ -4,8 +4,8 @@
  * SECRET_ENCRYPTION_KEY (AES-256-GCM) and bound to the webhook's id, so a value copied onto
  * another row does not open.
  */
-import type { WebhookRow } from './db/schema.ts';
-import type { SecretBox } from './secrets.ts';
+import type { WebhookRow } from '../schema.ts';
+import type { SecretBox } from '../../secrets/crypto.ts';
 
 type SealedField = 'secret' | 'headers';
 

@@ -1,0 +1,144 @@
+/**
+ * The background half of a send, after its activity handed the HTTP exchange off to free its
+ * worker slot: the exchange and its record, the places given back and the deliveries they wake,
+ * and the activity's end reported to Temporal as the worker would have.
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Logger } from 'pino';
+import type { Database } from '../src/db/client.ts';
+import { releaseSendPlaces } from '../src/flow-control/places.ts';
+import type { ActivityCompletion, HeartbeatAnswer } from '../src/temporal/activity-completion.ts';
+import { SpanAttributes } from '../src/tracing/attributes.ts';
+import { activeTraceContext, inAttemptSpan } from '../src/tracing/spans.ts';
+import { SEND_HEARTBEAT_TIMEOUT_MS } from '../workflows/send-limits.ts';
+import { recordAttempt, sendAttempt, type AttemptDeps, type PolicyPosition, type PreparedAttempt } from './attempt.ts';
+import type { FlowControl } from './delivery.ts';
+
+/** Pauses between the tries of a call to Temporal that did not go through (a wake signal, a report): about a minute in all. */
+const TEMPORAL_RETRY_DELAYS_MS = [1_000, 2_000, 4_000, 8_000, 16_000, 32_000];
+
+/**
+ * How often a send in the background heartbeats: at 80% of the activity's heartbeat timeout, as
+ * the worker throttles the heartbeats of the activities it runs (each is a write of Temporal's).
+ */
+const BACKGROUND_HEARTBEAT_MS = SEND_HEARTBEAT_TIMEOUT_MS * 0.8;
+
+/**
+ * Tries `call` until it goes through, pausing {@link TEMPORAL_RETRY_DELAYS_MS} between tries;
+ * false when it never did, or when `stopping` aborted (the worker stopped) before it did.
+ */
+export async function withRetries(call: () => Promise<unknown>, stopping: AbortSignal): Promise<boolean> {
+  for (const delayMs of [...TEMPORAL_RETRY_DELAYS_MS, undefined]) {
+    try {
+      await call();
+      return true;
+    } catch {
+      if (delayMs === undefined || stopping.aborted) return false;
+      const stopped = await sleep(delayMs, false, { signal: stopping }).catch(() => true);
+      if (stopped) return false;
+    }
+  }
+  return false;
+}
+
+/** What the background half of the sends needs. */
+export interface BackgroundSendDeps {
+  db: Database;
+  logger: Logger;
+  flow: FlowControl;
+  attemptDeps: AttemptDeps;
+  /** Reports the end of the send activities handed to the background. */
+  completion: ActivityCompletion;
+  /** Aborted when the worker has stopped: calls to Temporal still being tried again give up. */
+  stopping: AbortSignal;
+}
+
+/** Creates the background half of the sends: `wake`, `giveBack`, `finishInBackground` and `reportEnd`. */
+export function createBackgroundSends({ db, logger, flow, attemptDeps, completion, stopping }: BackgroundSendDeps) {
+  /**
+   * Wakes deliveries given their turn, in the background: while Temporal cannot be reached (a
+   * restart, its database down) each signal not yet sent is tried again for about a minute. Past
+   * that the deliveries ask again by themselves (turnRecheckMs). A delivery whose workflow no
+   * longer runs gives its place in line back, which wakes the next.
+   */
+  const wake = (deliveryIds: readonly string[]) => {
+    for (const deliveryId of deliveryIds) {
+      void (async () => {
+        let gone: string[] = [];
+        const sent = await withRetries(async () => (gone = await flow.wake([deliveryId])), stopping);
+        if (!sent) logger.warn({ deliveryId }, 'could not wake a delivery waiting for its places');
+        for (const id of gone) wake(await releaseSendPlaces(db, id, '', flow.limits).catch(() => []));
+      })();
+    }
+  };
+
+  /**
+   * Gives back the places of `attempt`, and wakes who gets them; with `keepForMs` (the attempt
+   * timed out, and the delivery tries again after that backoff) keeps them for its next attempt.
+   */
+  const giveBack = (deliveryId: string, attempt: string, keepForMs?: number) =>
+    // Places that cannot be given back now lapse after their hold (FlowLimits.holdMs).
+    releaseSendPlaces(db, deliveryId, attempt, flow.limits, keepForMs).then(wake, (error: unknown) =>
+      logger.warn({ err: error, deliveryId }, 'could not give back the send places; they lapse after their hold'),
+    );
+
+  /**
+   * The part of an attempt that waits on the network, run in the worker's background after the
+   * activity handed it off: the exchange (cancelled when a heartbeat says so), its record and the
+   * places given back. Resolves with the report of the activity's end to Temporal, made by
+   * {@link reportEnd} once the send no longer counts as in flight.
+   */
+  async function finishInBackground(
+    prepared: PreparedAttempt,
+    attempt: string,
+    taskToken: Uint8Array,
+    position: PolicyPosition,
+    trace: ReturnType<typeof activeTraceContext>,
+  ): Promise<() => Promise<void>> {
+    const abort = new AbortController();
+    let answer: HeartbeatAnswer = 'running';
+    const heartbeats = setInterval(() => {
+      completion.heartbeat(taskToken).then(
+        (heard) => {
+          if (heard === 'running' || abort.signal.aborted) return;
+          answer = heard;
+          abort.abort();
+        },
+        // Temporal unreachable: the send goes on; a retry elsewhere waits until this hold lapses.
+        () => {},
+      );
+    }, BACKGROUND_HEARTBEAT_MS);
+    let report: () => Promise<void>;
+    let keepForMs: number | undefined;
+    try {
+      const attributes = { [SpanAttributes.deliveryId]: prepared.deliveryId, [SpanAttributes.webhookId]: prepared.webhook.id, [SpanAttributes.attemptNumber]: prepared.attemptNumber };
+      const ended = await inAttemptSpan(trace, attributes, async () => recordAttempt(attemptDeps, prepared, await sendAttempt(attemptDeps, prepared, abort.signal), position));
+      const final = answer as HeartbeatAnswer;
+      if (final === 'cancelled') report = () => completion.reportCancelled(taskToken);
+      else if (final === 'gone') report = async () => {};
+      else if (ended.delivered) report = () => completion.complete(taskToken, 'delivered');
+      else {
+        report = () => completion.fail(taskToken, ended.failure);
+        keepForMs = ended.keepPlacesForMs;
+      }
+    } catch (error) {
+      // The attempt could not be recorded (the database is down): the policy retries it.
+      logger.error({ err: error, deliveryId: prepared.deliveryId }, 'delivery attempt could not be recorded');
+      report = () => completion.fail(taskToken, error as Error);
+    } finally {
+      clearInterval(heartbeats);
+      await giveBack(prepared.deliveryId, attempt, keepForMs);
+    }
+    return report;
+  }
+
+  /**
+   * Reports a send's end to Temporal as the worker would have, tried again while Temporal cannot
+   * be reached. A report that never goes through, or that a stopped worker gives up, leaves the
+   * activity to its heartbeat timeout: it is retried, and the retry finds the delivery as recorded.
+   */
+  async function reportEnd(report: () => Promise<void>, deliveryId: string): Promise<void> {
+    if (!(await withRetries(report, stopping))) logger.warn({ deliveryId }, 'could not report the end of a send attempt to Temporal');
+  }
+  return { wake, giveBack, finishInBackground, reportEnd };
+}

@@ -1,0 +1,136 @@
+import { CompleteAsyncError, Context } from '@temporalio/activity';
+import { markDeadLetter } from '../src/db/queries/deliveries.ts';
+import type { SendsInFlight } from '../src/delivery/sends-in-flight.ts';
+import { disableIfFailing, type AutoDisableRule } from '../src/endpoint-health/auto-disable.ts';
+import { acquireSendPlaces, turnRecheckMs, type FlowLimits } from '../src/flow-control/places.ts';
+import type { ActivityCompletion } from '../src/temporal/activity-completion.ts';
+import { SpanAttributes } from '../src/tracing/attributes.ts';
+import { activeTraceContext, annotateActiveSpan } from '../src/tracing/spans.ts';
+import { prepareAttempt, type AttemptDeps } from './attempt.ts';
+import { createBackgroundSends } from './background-sends.ts';
+
+/** Flow control of the sends (src/flow-control/). */
+export interface FlowControl {
+  limits: FlowLimits;
+  /** Failed attempts in a row that open an endpoint's circuit breaker (CIRCUIT_BREAKER_THRESHOLD). */
+  breakerThreshold: number;
+  /**
+   * Wakes the workflows of deliveries given their turn (the `sendTurn` signal); answers those whose
+   * workflow no longer runs, whose places in line are then given back.
+   */
+  wake(deliveryIds: readonly string[]): Promise<string[]>;
+}
+
+/** What the activities need (the attempt's steps' needs, the breaker's threshold taken from `flow`); the worker passes real instances. */
+export interface DeliveryActivityDeps extends Omit<AttemptDeps, 'breakerThreshold'> {
+  /** Endpoint health: when a dead letter disables its webhook. */
+  autoDisable: AutoDisableRule;
+  flow: FlowControl;
+  /** The sends in flight in this worker's background (WORKER_MAX_SENDS_IN_FLIGHT). */
+  sends: SendsInFlight;
+  /** Reports the end of the send activities handed to the background. */
+  completion: ActivityCompletion;
+  /** Aborted when the worker has stopped: calls to Temporal still being tried again give up. */
+  stopping: AbortSignal;
+}
+
+/** Where a round of attempts stands when its send activity is scheduled. */
+export interface RoundPosition {
+  /** Attempts of the round made before this activity's first (0 for a new round). */
+  attemptsBefore: number;
+}
+
+/**
+ * How a send activity ended without an attempt: a scope of its places was full (`turn`: wait in
+ * line until woken), or it must wait for a time (`rate`: its webhook's rate limit gave it a later
+ * start; `attempt`: an earlier attempt of the delivery may still be sending). `attempt` is the
+ * round's attempt that did not happen, which the next activity starts with.
+ */
+export type SendWait = { attempt: number } & ({ wait: 'turn'; recheckMs: number } | { wait: 'rate' | 'attempt'; waitMs: number });
+
+/** Creates the activities with their dependencies (the dependency-injection pattern). */
+export function createDeliveryActivities({ db, secretBox, sender, logger, metrics, sendTraceparent, autoDisable, flow, sends, completion, stopping }: DeliveryActivityDeps) {
+  const attemptDeps: AttemptDeps = { db, secretBox, sender, logger, metrics, sendTraceparent, breakerThreshold: flow.breakerThreshold };
+
+  const { wake, giveBack, finishInBackground, reportEnd } = createBackgroundSends({ db, logger, flow, attemptDeps, completion, stopping });
+
+  return {
+    /**
+     * One signed send of a delivery, recorded as an attempt, once it holds its places. Resolves
+     * `delivered` on a 2xx (or if the delivery was already delivered), `gone` if the delivery or
+     * its webhook no longer exists, and a {@link SendWait} when it must wait for its places (no
+     * attempt made); fails with a retryable failure otherwise, and a non-retryable one when the
+     * webhook is disabled or the event erased. The HTTP exchange runs in the worker's background
+     * (the activity completes asynchronously), so a slow endpoint holds no worker slot.
+     */
+    async sendDelivery(deliveryId: string, round: RoundPosition = { attemptsBefore: 0 }): Promise<'delivered' | 'gone' | SendWait> {
+      const context = Context.current();
+      const { info } = context;
+      // Heartbeats carry a cancellation (a manual retry) to the activity while it prepares, and tell the server this worker is alive.
+      const heartbeats = setInterval(() => context.heartbeat(), 1_000);
+      annotateActiveSpan({ [SpanAttributes.deliveryId]: deliveryId });
+      const attempt = `${info.workflowExecution?.runId}/${info.activityId}/${info.attempt}`;
+      const admission = await sends.admit();
+      try {
+        const places = await acquireSendPlaces(db, deliveryId, attempt, flow.limits, round.attemptsBefore === 0 && info.attempt === 1);
+        wake(places.wake);
+        const roundAttempt = round.attemptsBefore + info.attempt;
+        if (places.decision === 'wait_turn') {
+          annotateActiveSpan({ [SpanAttributes.outcome]: 'waiting_for_turn' });
+          metrics.sendWaits.inc({ reason: `${places.blocked}_busy` });
+          return { attempt: roundAttempt, wait: 'turn', recheckMs: turnRecheckMs(places, flow.limits) };
+        }
+        if (places.decision === 'wait_until') {
+          annotateActiveSpan({ [SpanAttributes.outcome]: places.reason === 'rate' ? 'waiting_for_rate_limit' : 'waiting_for_previous_attempt' });
+          metrics.sendWaits.inc({ reason: places.reason === 'rate' ? 'rate_limit' : 'previous_attempt' });
+          logger.debug({ deliveryId, waitMs: places.waitMs, reason: places.reason }, 'send waits for a time');
+          return { attempt: roundAttempt, wait: places.reason, waitMs: places.waitMs };
+        }
+        let prepared: Awaited<ReturnType<typeof prepareAttempt>>;
+        try {
+          prepared = await prepareAttempt(attemptDeps, deliveryId);
+        } catch (error) {
+          await giveBack(deliveryId, attempt);
+          throw error;
+        }
+        if (typeof prepared === 'string') {
+          await giveBack(deliveryId, attempt);
+          return prepared;
+        }
+        const position = { attempt: info.attempt, retryPolicy: info.retryPolicy };
+        const job = prepared;
+        const trace = activeTraceContext();
+        // The report is not part of the send in flight: a worker that stops waits for exchanges
+        // to end, not for a Temporal it cannot reach.
+        admission.run(async () => void reportEnd(await finishInBackground(job, attempt, info.taskToken, position, trace), job.deliveryId));
+        throw new CompleteAsyncError();
+      } finally {
+        admission.cancel();
+        clearInterval(heartbeats);
+      }
+    },
+
+    /** Ends a round in `dead_letter` (idempotent). */
+    async markDeadLetter(deliveryId: string, reason?: string): Promise<void> {
+      annotateActiveSpan({
+        [SpanAttributes.deliveryId]: deliveryId,
+        [SpanAttributes.deliveryStatus]: 'dead_letter',
+        [SpanAttributes.deadLetterReason]: reason ?? 'every attempt of the round failed',
+      });
+      await markDeadLetter(db, deliveryId, reason);
+      metrics.deliveriesFinished.inc({ status: 'dead_letter' });
+      logger.warn({ deliveryId, reason }, 'delivery dead-lettered');
+      const disabled = await disableIfFailing(db, deliveryId, autoDisable);
+      if (disabled) {
+        metrics.webhooksAutoDisabled.inc();
+        logger.warn(
+          { webhookId: disabled.webhookId, failingSince: disabled.failingSince.toISOString(), deadLetters: disabled.deadLetters },
+          `webhook disabled by the service: ${disabled.reason}`,
+        );
+      }
+    },
+  };
+}
+
+/** The activities as the workflow sees them. */
+export type DeliveryActivities = ReturnType<typeof createDeliveryActivities>;
