@@ -49,7 +49,7 @@ export interface BackgroundSendDeps {
   attemptDeps: AttemptDeps;
   /** Reports the end of the send activities handed to the background. */
   completion: ActivityCompletion;
-  /** Aborted when the worker has stopped: calls to Temporal still being tried again give up. */
+  /** Aborted when the worker stops: calls to Temporal being tried again are not tried once more. */
   stopping: AbortSignal;
 }
 
@@ -85,8 +85,8 @@ export function createBackgroundSends({ db, logger, flow, attemptDeps, completio
   /**
    * The part of an attempt that waits on the network, run in the worker's background after the
    * activity handed it off: the exchange (cancelled when a heartbeat says so), its record and the
-   * places given back. Resolves with the report of the activity's end to Temporal, made by
-   * {@link reportEnd} once the send no longer counts as in flight.
+   * places given back. Resolves with the report of the activity's end to Temporal, for
+   * {@link reportEnd}.
    */
   async function finishInBackground(
     prepared: PreparedAttempt,
@@ -134,8 +134,9 @@ export function createBackgroundSends({ db, logger, flow, attemptDeps, completio
 
   /**
    * Reports a send's end to Temporal as the worker would have, tried again while Temporal cannot
-   * be reached. A report that never goes through, or that a stopped worker gives up, leaves the
-   * activity to its heartbeat timeout: it is retried, and the retry finds the delivery as recorded.
+   * be reached, but not once the worker is stopping (a call under way still ends). A report that
+   * never goes through leaves the activity to its heartbeat timeout: it is retried, and the retry
+   * finds the delivery as recorded.
    */
   async function reportEnd(report: () => Promise<void>, deliveryId: string): Promise<void> {
     if (!(await withRetries(report, stopping))) logger.warn({ deliveryId }, 'could not report the end of a send attempt to Temporal');

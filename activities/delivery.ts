@@ -30,7 +30,7 @@ export interface DeliveryActivityDeps extends Omit<AttemptDeps, 'breakerThreshol
   sends: SendsInFlight;
   /** Reports the end of the send activities handed to the background. */
   completion: ActivityCompletion;
-  /** Aborted when the worker has stopped: calls to Temporal still being tried again give up. */
+  /** Aborted when the worker stops: calls to Temporal being tried again are not tried once more. */
   stopping: AbortSignal;
 }
 
@@ -100,9 +100,7 @@ export function createDeliveryActivities({ db, secretBox, sender, logger, metric
         const position = { attempt: info.attempt, retryPolicy: info.retryPolicy };
         const job = prepared;
         const trace = activeTraceContext();
-        // The report is not part of the send in flight: a worker that stops waits for exchanges
-        // to end, not for a Temporal it cannot reach.
-        admission.run(async () => void reportEnd(await finishInBackground(job, attempt, info.taskToken, position, trace), job.deliveryId));
+        admission.run(async () => reportEnd(await finishInBackground(job, attempt, info.taskToken, position, trace), job.deliveryId));
         throw new CompleteAsyncError();
       } finally {
         admission.cancel();

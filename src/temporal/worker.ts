@@ -186,11 +186,12 @@ export async function startDeliveryWorker(options: DeliveryWorkerOptions): Promi
   options.logger.info({ taskQueue: options.taskQueue, bundle: prebuilt ?? 'compiled at start', tracing }, 'worker started');
 
   const done = worker.run().finally(async () => {
+    // What is being tried again (a wake signal, a report) is not tried once more, so a stop waits
+    // for exchanges and a report's call under way, never for a Temporal it cannot reach: the
+    // deliveries ask again by themselves, and an unreported attempt is retried once its heartbeat lapses.
+    stopping.abort();
     const left = await sends.drain(SENDS_DRAIN_MS);
     if (left > 0) options.logger.warn({ left }, 'stopped with sends still in flight: their attempts are retried once their heartbeats lapse');
-    // What is still being tried again (a wake signal, a report) gives up: the deliveries ask
-    // again by themselves, and an unreported attempt is retried once its heartbeat lapses.
-    stopping.abort();
     sender.close();
   });
   return {
