@@ -20,7 +20,7 @@ interface ImportOf {
  * The imports of a TypeScript or JavaScript module: static imports and re-exports, dynamic
  * `import()`, and files located with `new URL(…, import.meta.url)` (which a module runs or forks).
  */
-export function importsOf(source: string): ImportOf[] {
+function importsOf(source: string): ImportOf[] {
   const found: ImportOf[] = [];
   const statics = /^\s*(import|export)\s+(type\s+)?([^'";]*?)\s*from\s*['"]([^'"]+)['"]|^\s*import\s*['"]([^'"]+)['"]/gm;
   for (const match of source.matchAll(statics)) {

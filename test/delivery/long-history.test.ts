@@ -1,11 +1,10 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { parseConfig } from '../../src/config.ts';
-import { startDevServer, type DevServer } from '../../src/local/dev-server.ts';
+import type { DevServer } from '../../src/local/dev-server.ts';
+import { startOwnDevServer } from '../support/dev-server.ts';
 import { retrySignal } from '../../workflows/delivery.ts';
 import { waitFor } from '../faults/wait.ts';
 import { startHarness, type Harness } from '../support/harness.ts';
 import { startHttpsReceiver, type HttpsReceiver } from '../support/https-receiver.ts';
-import { freePort } from '../support/ports.ts';
 import { createWebhookFor, publishFor } from './support.ts';
 
 /** A history this long makes the server suggest continue-as-new (its default is 4 Ki events). */
@@ -16,17 +15,9 @@ let h: Harness;
 let receiver: HttpsReceiver;
 
 beforeAll(async () => {
-  const config = parseConfig(process.env);
   // A dev server of this file's own, which suggests continue-as-new early; the run's server is
   // shared with the other files and keeps Temporal's defaults.
-  server = await startDevServer({
-    cliPath: config.temporal.cliPath,
-    stateDir: undefined,
-    port: await freePort(),
-    uiPort: undefined,
-    namespace: config.temporal.namespace,
-    extraArgs: ['--dynamic-config-value', `limit.historyCount.suggestContinueAsNew=${SUGGEST_AT_EVENTS}`],
-  });
+  server = await startOwnDevServer(['--dynamic-config-value', `limit.historyCount.suggestContinueAsNew=${SUGGEST_AT_EVENTS}`]);
   receiver = await startHttpsReceiver();
   // Every request hangs: each round's attempt stays in flight until a retry interrupts it.
   receiver.behave(() => 'hang');

@@ -1,12 +1,11 @@
 import { eq } from 'drizzle-orm';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { parseConfig } from '../../src/config.ts';
 import { deliveries } from '../../src/db/schema.ts';
-import { startDevServer, type DevServer } from '../../src/local/dev-server.ts';
+import type { DevServer } from '../../src/local/dev-server.ts';
+import { startOwnDevServer } from '../support/dev-server.ts';
 import { waitFor } from '../faults/wait.ts';
 import { startHarness, type Harness } from '../support/harness.ts';
 import { startHttpsReceiver, type HttpsReceiver } from '../support/https-receiver.ts';
-import { freePort } from '../support/ports.ts';
 import { createWebhookFor, publishFor } from './support.ts';
 
 const REPORT_GIVEN_UP = 'could not report the end of a send attempt to Temporal';
@@ -16,15 +15,8 @@ let h: Harness;
 let receiver: HttpsReceiver;
 
 beforeAll(async () => {
-  const config = parseConfig(process.env);
   // A dev server of this file's own: the test stops it under the worker.
-  server = await startDevServer({
-    cliPath: config.temporal.cliPath,
-    stateDir: undefined,
-    port: await freePort(),
-    uiPort: undefined,
-    namespace: config.temporal.namespace,
-  });
+  server = await startOwnDevServer();
   receiver = await startHttpsReceiver();
   h = await startHarness({ worker: true, temporalAddress: server.address, delivery: { caFile: receiver.certFile } });
 }, 120_000);
