@@ -270,6 +270,11 @@ export const sendPlaces = pgTable(
     expiresAt: timestamp('expires_at', { withTimezone: true, mode: 'string' }).notNull().default(sql`'-infinity'`),
     /** Reserved under a rate limit: the send may start at this time, not before. */
     notBefore: timestamp('not_before', { withTimezone: true, mode: 'date' }),
+    /**
+     * When a delivery last took it, kept once given back: the latest of a webhook's places is
+     * when the webhook was last served, and the head of its line waits its turn from then.
+     */
+    takenAt: timestamp('taken_at', { withTimezone: true, mode: 'date' }),
   },
   (table) => [
     primaryKey({ columns: [table.scope, table.slot] }),
@@ -299,7 +304,10 @@ export const sendWaiters = pgTable(
     seq: bigint('seq', { mode: 'number' }).generatedAlwaysAsIdentity(),
     /** Which places it waits for: its webhook's, its project's or its destination's. */
     blocked: text('blocked', { enum: SEND_SCOPE_LEVELS }).notNull(),
-    /** Since when it waits at that level. */
+    /**
+     * Since when it waits at that level. The head of a webhook's line waits its turn from the
+     * later of this and the webhook's last service (`send_places.taken_at`).
+     */
     blockedSince: timestamp('blocked_since', { withTimezone: true, mode: 'date' }).notNull(),
     /** Woken (its workflow signalled) and expected to ask again before this time. */
     wokenUntil: timestamp('woken_until', { withTimezone: true, mode: 'date' }),

@@ -110,6 +110,33 @@ describe('places of a webhook', () => {
     expect(held.map((row) => row.deliveryId).sort()).toEqual([...woken].sort());
   });
 
+  it('serves a line whose woken deliveries come back and give their places back all at once: no deadlock, never more than the limit in flight, nobody left', async () => {
+    const wide = { ...limits, webhookMaxInFlight: 4 };
+    const { ids } = await webhookWithDeliveries(40);
+    const served = new Set<string>();
+    let inFlight = 0;
+    let mostInFlight = 0;
+    // As the activity does: ask, send, give back, and the deliveries woken ask in turn.
+    const serve = async (id: string): Promise<void> => {
+      if ((await acquire(id, wide)).decision !== 'granted') return;
+      served.add(id);
+      mostInFlight = Math.max(mostInFlight, (inFlight += 1));
+      await new Promise((resolve) => setImmediate(resolve));
+      inFlight -= 1;
+      await Promise.all((await release(id, wide)).map(serve));
+    };
+    await Promise.all(ids.map(serve));
+    // A waiter that joined its line while the last place was being given back, or that a wake
+    // passed over while another call held its row, is left to its own recheck (turnRecheckMs):
+    // those left ask again, as their workflows would.
+    for (let round = 0; served.size < ids.length && round < 40; round += 1) {
+      await Promise.all(ids.filter((id) => !served.has(id)).map(serve));
+    }
+    expect(served.size).toBe(ids.length);
+    expect(mostInFlight).toBeLessThanOrEqual(wide.webhookMaxInFlight);
+    expect(await handle.db.select().from(sendWaiters).where(sql`${sendWaiters.deliveryId} in ${ids}`)).toHaveLength(0);
+  });
+
   it("keeps one webhook's line from touching another's places", async () => {
     const busy = await webhookWithDeliveries(3);
     const other = await webhookWithDeliveries(1);
