@@ -11,12 +11,10 @@ import { finishAttempt, startAttempt, type AttemptResult } from '../src/db/queri
 import type { DeliveryRow, EventRow, WebhookRow } from '../src/db/schema.ts';
 import { buildNotificationBody, buildNotificationHeaders } from '../src/delivery/notification.ts';
 import type { Sender, SendResult } from '../src/delivery/sender.ts';
-import { openPayload } from '../src/db/sealing/event-payloads.ts';
 import { attemptOutcomeLabel, type Metrics } from '../src/metrics.ts';
 import type { SecretBox } from '../src/secrets/crypto.ts';
 import { SpanAttributes } from '../src/tracing/attributes.ts';
 import { annotateActiveSpan, failActiveSpan, tracedExchange } from '../src/tracing/spans.ts';
-import { openWebhookHeaders, openWebhookSecret } from '../src/db/sealing/webhooks.ts';
 import { NON_RETRYABLE, NON_RETRYABLE_REASONS } from '../workflows/failure-types.ts';
 
 /** What the attempt steps need. */
@@ -58,7 +56,7 @@ export interface PolicyPosition {
  * data erased.
  */
 export async function prepareAttempt(deps: AttemptDeps, deliveryId: string): Promise<PreparedAttempt | 'gone' | 'delivered'> {
-  const started = await startAttempt(deps.db, deliveryId, new Date());
+  const started = await startAttempt(deps.db, deps.secretBox, deliveryId, new Date());
   if (!started) {
     annotateActiveSpan({ [SpanAttributes.outcome]: 'gone' });
     return 'gone';
@@ -80,14 +78,14 @@ export async function prepareAttempt(deps: AttemptDeps, deliveryId: string): Pro
     return 'delivered';
   }
   annotateActiveSpan({ [SpanAttributes.attemptNumber]: attempt.attemptNumber });
-  const body = buildNotificationBody({ deliveryId, event: delivery.event, occurredAt: event.occurredAt, data: openPayload(deps.secretBox, event)! });
+  const body = buildNotificationBody({ deliveryId, event: delivery.event, occurredAt: event.occurredAt, data: attempt.data });
   const headers = buildNotificationHeaders({
-    secret: openWebhookSecret(deps.secretBox, webhook),
+    secret: attempt.secret,
     timestampSeconds: Math.floor(Date.now() / 1000),
     body,
     deliveryId,
     event: delivery.event,
-    customHeaders: openWebhookHeaders(deps.secretBox, webhook),
+    customHeaders: attempt.customHeaders,
   });
   return { deliveryId, delivery, webhook, event, attemptId: attempt.attemptId, attemptNumber: attempt.attemptNumber, body, headers };
 }

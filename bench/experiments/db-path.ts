@@ -81,7 +81,7 @@ async function deliveryPath(seq: number): Promise<void> {
   for (const target of recorded.deliveries) {
     const places = await acquireSendPlaces(db, target.deliveryId, 'bench', FLOW_LIMITS);
     if (places.decision !== 'granted') throw new Error(`no place: ${places.decision}`);
-    const started = await startAttempt(db, target.deliveryId, new Date());
+    const started = await startAttempt(db, box, target.deliveryId, new Date());
     if (!started?.attempt) throw new Error('no attempt');
     await finishAttempt(db, {
       attemptId: started.attempt.attemptId,

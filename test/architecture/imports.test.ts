@@ -1,7 +1,8 @@
 /**
  * The layout's rules, read from the code's own imports (docs/architecture.md, "The map"):
  * runtime code never reaches into the project's tools, benchmarks or tests; workflow code imports
- * only what the workflow sandbox is meant to run; and Temporal's SDK is used in its own wing.
+ * only what the workflow sandbox is meant to run; Temporal's SDK is used in its own wing; and an
+ * event's path from the producers' door to the endpoint only goes down.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -84,6 +85,34 @@ const temporalOutsideItsWing = (file: string, { specifier, typeOnly }: ImportOf)
   return TEMPORAL_WING.some((folder) => file.startsWith(folder)) ? undefined : "Temporal's SDK outside its wing";
 };
 
+/**
+ * The files of an event's path (docs/architecture.md, "An event's path"), each with its step:
+ * every file written in backquotes on a step's line of the list. A file named at two steps is
+ * an error of the list.
+ */
+function eventPath(): Map<string, number> {
+  const doc = readFileSync(path.join(ROOT, 'docs/architecture.md'), 'utf8');
+  const section = doc.split("### An event's path")[1]?.split(/^### /m)[0] ?? '';
+  const steps = new Map<string, number>();
+  for (const [, step, line] of section.matchAll(/^(\d+)\. (.*)$/gm)) {
+    for (const [, file] of line!.matchAll(/`((?:src|workflows|activities)\/[^`]+\.ts)`/g)) {
+      if (steps.has(file!)) throw new Error(`${file} is named at steps ${steps.get(file!)} and ${step} of the event's path`);
+      steps.set(file!, Number(step));
+    }
+  }
+  return steps;
+}
+
+const EVENT_PATH = eventPath();
+
+/** An import, for more than types, of a file of the event's path from a later step of it. */
+const upThePath = (file: string, { target, typeOnly }: ImportOf & { target: string }) => {
+  const from = EVENT_PATH.get(file);
+  const to = EVENT_PATH.get(target);
+  if (typeOnly || from === undefined || to === undefined || to >= from) return undefined;
+  return `step ${from} of the event's path imports step ${to}`;
+};
+
 describe('the layout', () => {
   it('reads every kind of import a module makes', () => {
     const source = [
@@ -123,6 +152,14 @@ describe('the layout', () => {
     expect(beyondTheSandbox('workflows/delivery.ts', { specifier: '../src/db/client.ts', target: 'src/db/client.ts', typeOnly: false })).toBeDefined();
     expect(beyondTheSandbox('workflows/delivery.ts', { specifier: 'node:crypto', target: 'node:crypto', typeOnly: false })).toBeDefined();
     expect(breaks(WORKFLOWS, beyondTheSandbox)).toEqual([]);
+  });
+
+  it("keeps every import on an event's path pointing down the path or across a step (docs/architecture.md)", () => {
+    expect(EVENT_PATH.get('src/api/routes/events.ts')).toBe(1);
+    expect(EVENT_PATH.get('src/delivery/sender.ts')).toBe(10);
+    for (const file of EVENT_PATH.keys()) expect(RUNTIME, `${file}, named on the event's path`).toContain(path.normalize(file));
+    expect(upThePath('activities/attempt.ts', { specifier: '../src/db/sealing/event-payloads.ts', target: 'src/db/queries/events.ts', typeOnly: false })).toBeDefined();
+    expect(breaks([...EVENT_PATH.keys()], upThePath)).toEqual([]);
   });
 
   it("uses Temporal's SDK for more than types only in workflows/, activities/, src/temporal/ and src/local/", () => {

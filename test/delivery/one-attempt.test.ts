@@ -86,9 +86,9 @@ it('the late end of an abandoned attempt changes nothing: a delivered delivery s
     finishedAt: new Date(),
     nextStatus: { status: 'failed', nextRetryAt: new Date(Date.now() + 1_000) },
   });
-  const abandoned = await startAttempt(h.db, deliveryId, new Date());
+  const abandoned = await startAttempt(h.db, h.secretBox, deliveryId, new Date());
   // Its worker was presumed dead: the retry opens a new attempt (closing the old row) that succeeds.
-  const retried = await startAttempt(h.db, deliveryId, new Date());
+  const retried = await startAttempt(h.db, h.secretBox, deliveryId, new Date());
   await finishAttempt(h.db, result(retried!.attempt!.attemptId, 'succeeded', 200), 5);
   // Then the abandoned attempt ends, late, with a failure.
   await finishAttempt(h.db, result(abandoned!.attempt!.attemptId, 'http_error', 500), 5);

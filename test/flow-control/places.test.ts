@@ -339,13 +339,13 @@ describe('the circuit breaker', () => {
     };
     const changes: (string | undefined)[] = [];
     for (let i = 0; i < 4; i += 1) {
-      const started = await startAttempt(handle.db, deliveryId, new Date());
+      const started = await startAttempt(handle.db, box, deliveryId, new Date());
       changes.push((await finishAttempt(handle.db, failure(started!.attempt!.attemptId, deliveryId, webhookId), 3)).circuit);
     }
     expect(changes).toEqual([undefined, undefined, 'opened', undefined]);
     expect(await circuit()).toMatchObject({ failures: 4, openedAt: expect.any(Date) });
 
-    const started = await startAttempt(handle.db, deliveryId, new Date());
+    const started = await startAttempt(handle.db, box, deliveryId, new Date());
     const closed = await finishAttempt(
       handle.db,
       { ...failure(started!.attempt!.attemptId, deliveryId, webhookId), outcome: 'succeeded', statusCode: 200, error: undefined },

@@ -89,7 +89,7 @@ describe('the repair check', () => {
   it('dead-letters a delivery whose attempt was left open by a workflow that no longer runs', async () => {
     const { key, webhookId } = await createWebhookFor(h, receiver.url);
     const deliveryId = await deliveryWithoutWorkflow(key.projectId, webhookId);
-    await startAttempt(h.db, deliveryId, new Date());
+    await startAttempt(h.db, h.secretBox, deliveryId, new Date());
     await age([deliveryId]);
 
     expect(await repairStuckDeliveries(deps(), MINUTE_MS)).toEqual({ processing_without_workflow: 1 });

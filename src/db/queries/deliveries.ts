@@ -14,6 +14,9 @@ import {
   type WebhookRow,
 } from '../schema.ts';
 import { newId } from '../../ids.ts';
+import type { SecretBox } from '../../secrets/crypto.ts';
+import { openPayload } from '../sealing/event-payloads.ts';
+import { openWebhookHeaders, openWebhookSecret } from '../sealing/webhooks.ts';
 
 /** Filters and cursor of the deliveries list. */
 export interface DeliveryListQuery {
@@ -122,7 +125,19 @@ export interface AttemptStart {
   webhook: WebhookRow;
   event: EventRow;
   /** The attempt opened; absent when the delivery was already delivered, its webhook is disabled or its event erased. */
-  attempt?: { attemptId: string; attemptNumber: number };
+  attempt?: AttemptOpened;
+}
+
+/** An attempt opened, with what it sends opened from its sealed rows. */
+export interface AttemptOpened {
+  attemptId: string;
+  attemptNumber: number;
+  /** The event's data. */
+  data: Record<string, unknown>;
+  /** The webhook's signing secret. */
+  secret: string;
+  /** The webhook's custom headers. */
+  customHeaders: Record<string, string>;
 }
 
 const startAttemptStatement = preparedPerDatabase((db) => {
@@ -176,14 +191,18 @@ const startAttemptStatement = preparedPerDatabase((db) => {
  * Starts an attempt, in one statement: unless the delivery is delivered, its webhook
  * disabled or its event's data erased, marks it `processing`, counts the attempt, opens its attempt row and closes as
  * abandoned any row an earlier attempt left open (its worker died, or the database was down
- * when it finished). Returns what the send needs, or undefined if the delivery is gone.
+ * when it finished). Returns what the send needs, the sealed payload, secret and headers opened
+ * with `box`, or undefined if the delivery is gone.
  */
-export async function startAttempt(db: Database, deliveryId: string, startedAt: Date): Promise<AttemptStart | undefined> {
+export async function startAttempt(db: Database, box: SecretBox, deliveryId: string, startedAt: Date): Promise<AttemptStart | undefined> {
   const attemptId = newId('attempt', startedAt.getTime());
   const [row] = await startAttemptStatement(db).execute({ deliveryId, attemptId, startedAt: startedAt.toISOString() });
   if (!row) return undefined;
   const { attemptNumber, ...context } = row;
-  return attemptNumber === null ? context : { ...context, attempt: { attemptId, attemptNumber } };
+  if (attemptNumber === null) return context;
+  const { event, webhook } = context;
+  const opened = { data: openPayload(box, event)!, secret: openWebhookSecret(box, webhook), customHeaders: openWebhookHeaders(box, webhook) };
+  return { ...context, attempt: { attemptId, attemptNumber, ...opened } };
 }
 
 /** How an attempt ended. */
