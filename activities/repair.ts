@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import type { Database } from '../src/db/client.ts';
+import type { FlowLimits } from '../src/flow-control/places.ts';
 import type { Metrics } from '../src/metrics.ts';
 import { wakeForgottenLines } from '../src/repair/forgotten-lines.ts';
 import { dispatchUndispatchedEvents, OUTBOX_BATCH } from '../src/repair/outbox.ts';
@@ -12,8 +13,8 @@ export interface RepairActivityDeps {
   scheduler: DeliveryScheduler;
   logger: Logger;
   metrics: Metrics;
-  /** How long a delivery woken for its turn is expected back (the worker's turn reservation). */
-  reserveMs: number;
+  /** The send capacity's limits, as the worker's send activities apply them. */
+  limits: FlowLimits;
 }
 
 /** Creates the repair check's activities (the dependency-injection pattern). */

@@ -13,7 +13,23 @@ ALTER TABLE "send_places" ADD COLUMN "taken_at" timestamp with time zone;
 -- (waking it, serving or queueing it) is passed over for the next (FOR UPDATE SKIP LOCKED), and
 -- a waiter passed over that way asks again by itself (turnRecheckMs). A release passes over the
 -- places of a lapsed hold that another request is taking at that instant: they are that
--- request's.
+-- request's. And a delivery that asks again where it already waits writes nothing.
+
+-- The limits of the three scopes of a webhook's sends, as a request for places and the repair
+-- check's search for lines nobody will wake both read them: the webhook's (one while its circuit
+-- breaker is open), its project's and its destination's (the operator's own, or the configured).
+-- A scope may have more places made than its limit (the breaker opened, the operator lowered
+-- it): those above the limit are not free for anyone.
+CREATE FUNCTION send_scope_limits(
+  p_circuit_open boolean, p_project text, p_destination text,
+  p_webhook_max integer, p_project_max integer, p_destination_max integer) RETURNS integer[]
+LANGUAGE sql STABLE AS $$
+  SELECT ARRAY[
+    CASE WHEN p_circuit_open THEN 1 ELSE p_webhook_max END,
+    coalesce((SELECT l.max_in_flight FROM project_limits l WHERE l.project_id = p_project), p_project_max),
+    coalesce((SELECT l.max_in_flight FROM destination_limits l WHERE l.destination = p_destination), p_destination_max)]
+$$;
+--> statement-breakpoint
 
 CREATE OR REPLACE FUNCTION acquire_send_places(
   p_delivery text, p_attempt text,
@@ -74,10 +90,7 @@ BEGIN
 
   IF NOT holding THEN
     scopes := ARRAY['w:' || hook.id, 'p:' || hook.project_id, 'd:' || hook.destination];
-    limits := ARRAY[
-      CASE WHEN hook.circuit_opened_at IS NULL THEN p_webhook_max ELSE 1 END,
-      coalesce((SELECT l.max_in_flight FROM project_limits l WHERE l.project_id = hook.project_id), p_project_max),
-      coalesce((SELECT l.max_in_flight FROM destination_limits l WHERE l.destination = hook.destination), p_destination_max)];
+    limits := send_scope_limits(hook.circuit_opened_at IS NOT NULL, hook.project_id, hook.destination, p_webhook_max, p_project_max, p_destination_max);
     SELECT * INTO me FROM send_waiters WHERE delivery_id = p_delivery;
     woken_me := FOUND AND coalesce(me.woken_until >= now_at, false);
     -- First come, first served within a webhook: a delivery not woken for its turn goes behind
@@ -113,16 +126,21 @@ BEGIN
     END IF;
 
     IF full_level IS NOT NULL THEN
-      INSERT INTO send_waiters AS w (delivery_id, webhook_id, project_id, destination, blocked, blocked_since)
-      VALUES (p_delivery, hook.id, hook.project_id, hook.destination, levels[full_level], now_at)
-      ON CONFLICT (delivery_id) DO UPDATE SET
-        webhook_id = EXCLUDED.webhook_id,
-        project_id = EXCLUDED.project_id,
-        destination = EXCLUDED.destination,
-        blocked = EXCLUDED.blocked,
-        blocked_since = CASE WHEN w.blocked = EXCLUDED.blocked THEN w.blocked_since ELSE EXCLUDED.blocked_since END,
-        woken_until = NULL
-      RETURNING * INTO me;
+      -- A delivery asking again where it already waits, as it waited, writes nothing: a long
+      -- line's rechecks only read.
+      IF me.delivery_id IS NULL OR me.woken_until IS NOT NULL
+         OR (me.webhook_id, me.project_id, me.destination, me.blocked) IS DISTINCT FROM (hook.id, hook.project_id, hook.destination, levels[full_level]) THEN
+        INSERT INTO send_waiters AS w (delivery_id, webhook_id, project_id, destination, blocked, blocked_since)
+        VALUES (p_delivery, hook.id, hook.project_id, hook.destination, levels[full_level], now_at)
+        ON CONFLICT (delivery_id) DO UPDATE SET
+          webhook_id = EXCLUDED.webhook_id,
+          project_id = EXCLUDED.project_id,
+          destination = EXCLUDED.destination,
+          blocked = EXCLUDED.blocked,
+          blocked_since = CASE WHEN w.blocked = EXCLUDED.blocked THEN w.blocked_since ELSE EXCLUDED.blocked_since END,
+          woken_until = NULL
+        RETURNING * INTO me;
+      END IF;
       IF full_level = 1 THEN
         SELECT count(*)::integer INTO counted FROM (
           SELECT 1 FROM send_waiters o WHERE o.webhook_id = hook.id AND o.seq < me.seq ORDER BY o.seq LIMIT limits[1]) AS ahead_of_me;

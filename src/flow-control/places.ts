@@ -97,13 +97,14 @@ export async function releaseSendPlaces(db: Database, deliveryId: string, attemp
 
 /**
  * Wakes the heads of lines nobody will wake: a line whose head is not woken (or was woken and
- * did not come back in time) while a place of the scope it waits for is free. That happens when
- * the one who should have woken it is gone: a worker that died holding places (they lapse, and a
- * lapse wakes nobody) or between a release and its wake signal. Heads that have waited at least
- * `minWaitMs`, at most `limit`; each is marked woken for `reserveMs`. Returns the deliveries to
- * signal.
+ * did not come back in time) while a place of the scope it waits for is free, within that
+ * scope's limit (`send_scope_limits`: a place the open breaker or the operator's lower limit
+ * leaves unused is free for nobody). That happens when the one who should have woken it is gone:
+ * a worker that died holding places (they lapse, and a lapse wakes nobody) or between a release
+ * and its wake signal. Heads that have waited at least `minWaitMs`, at most `limit`; each is
+ * marked woken for `reserveMs`. Returns the deliveries to signal.
  */
-export async function wakeForgottenLineHeads(db: Database, limits: Pick<FlowLimits, 'reserveMs'>, minWaitMs: number, limit: number): Promise<string[]> {
+export async function wakeForgottenLineHeads(db: Database, limits: FlowLimits, minWaitMs: number, limit: number): Promise<string[]> {
   const rows = await queryRows<{ delivery_id: string }>(
     db,
     sql`with heads as (
@@ -111,12 +112,16 @@ export async function wakeForgottenLineHeads(db: Database, limits: Pick<FlowLimi
           from send_waiters order by webhook_id, seq
         ), forgotten as (
           select h.delivery_id from heads h
+          join webhooks hook on hook.id = h.webhook_id
           where (h.woken_until is null or h.woken_until < now())
             and h.blocked_since < now() - make_interval(secs => ${minWaitMs / 1000}::float8)
             and exists (
               select 1 from send_places p
               where p.expires_at < now()
-                and p.scope = case h.blocked when 'webhook' then 'w:' || h.webhook_id when 'project' then 'p:' || h.project_id else 'd:' || h.destination end)
+                and p.scope = case h.blocked when 'webhook' then 'w:' || h.webhook_id when 'project' then 'p:' || h.project_id else 'd:' || h.destination end
+                and p.slot <= (send_scope_limits(hook.circuit_opened_at is not null, h.project_id, h.destination,
+                  ${limits.webhookMaxInFlight}::integer, ${limits.projectMaxInFlight}::integer, ${limits.destinationMaxInFlight}::integer))[
+                  case h.blocked when 'webhook' then 1 when 'project' then 2 else 3 end])
           limit ${limit}
         )
         update send_waiters w set woken_until = now() + make_interval(secs => ${limits.reserveMs / 1000}::float8)

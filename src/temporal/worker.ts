@@ -16,6 +16,7 @@ import type { AutoDisableRule } from '../endpoint-health/auto-disable.ts';
 import { createSender, type Sender } from '../delivery/sender.ts';
 import { SendsInFlight } from '../delivery/sends-in-flight.ts';
 import type { Metrics } from '../metrics.ts';
+import type { FlowLimits } from '../flow-control/places.ts';
 import type { SecretBox } from '../secrets/crypto.ts';
 import { nodeArgsForChild } from '../node-child.ts';
 import type { ActivityCompletion } from './activity-completion.ts';
@@ -137,6 +138,13 @@ export async function startDeliveryWorker(options: DeliveryWorkerOptions): Promi
   const prebuilt = bundlePath && existsSync(bundlePath) ? bundlePath : undefined;
   const workflowBundle = prebuilt ? { codePath: prebuilt } : { code: await bundleInChildProcess(tracing) };
   const sends = new SendsInFlight(options.flow.workerMaxInFlight);
+  const flowLimits: FlowLimits = {
+    webhookMaxInFlight: options.flow.webhookMaxInFlight,
+    projectMaxInFlight: options.flow.projectMaxInFlight,
+    destinationMaxInFlight: options.flow.destinationMaxInFlight,
+    holdMs: options.delivery.timeoutMs + HOLD_MARGIN_MS,
+    reserveMs: TURN_RESERVATION_MS,
+  };
   const stopping = new AbortController();
   options.metrics.trackSendsInFlight(sends);
   const worker = await Worker.create({
@@ -154,13 +162,7 @@ export async function startDeliveryWorker(options: DeliveryWorkerOptions): Promi
         sendTraceparent: options.sendTraceparent ?? false,
         autoDisable: options.autoDisable,
         flow: {
-          limits: {
-            webhookMaxInFlight: options.flow.webhookMaxInFlight,
-            projectMaxInFlight: options.flow.projectMaxInFlight,
-            destinationMaxInFlight: options.flow.destinationMaxInFlight,
-            holdMs: options.delivery.timeoutMs + HOLD_MARGIN_MS,
-            reserveMs: TURN_RESERVATION_MS,
-          },
+          limits: flowLimits,
           breakerThreshold: options.flow.breakerThreshold,
           wake: (deliveryIds) => options.scheduler.wakeForTurn(deliveryIds),
         },
@@ -175,7 +177,7 @@ export async function startDeliveryWorker(options: DeliveryWorkerOptions): Promi
         scheduler: options.scheduler,
         logger: options.logger.child({ component: 'repair' }),
         metrics: options.metrics,
-        reserveMs: TURN_RESERVATION_MS,
+        limits: flowLimits,
       }),
     },
     maxCachedWorkflows: options.maxCachedWorkflows,

@@ -1,6 +1,7 @@
 import { eq } from 'drizzle-orm';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { deliveries } from '../../src/db/schema.ts';
+import { MAX_DELIVERY_TIMEOUT_MS } from '../../workflows/send-limits.ts';
 import type { DevServer } from '../../src/local/dev-server.ts';
 import { waitFor } from '../faults/wait.ts';
 import { startOwnDevServer } from '../support/dev-server.ts';
@@ -19,7 +20,13 @@ beforeAll(async () => {
   // A dev server of this file's own: Temporal refuses a workflow's signals past SIGNAL_LIMIT.
   server = await startOwnDevServer(['--dynamic-config-value', `history.maximumSignalsPerExecution=${SIGNAL_LIMIT}`]);
   receiver = await startHttpsReceiver();
-  h = await startHarness({ worker: true, temporalAddress: server.address, flow: { breakerThreshold: 1 }, delivery: { caFile: receiver.certFile } });
+  // The send that holds the line's place hangs while the line forms: no time limit cuts it short.
+  h = await startHarness({
+    worker: true,
+    temporalAddress: server.address,
+    flow: { breakerThreshold: 1 },
+    delivery: { caFile: receiver.certFile, timeoutMs: MAX_DELIVERY_TIMEOUT_MS },
+  });
 }, 120_000);
 afterAll(async () => {
   await h?.stop();

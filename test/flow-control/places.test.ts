@@ -6,7 +6,7 @@ import { finishAttempt, startAttempt, type AttemptResult } from '../../src/db/qu
 import { recordEvent } from '../../src/db/queries/events.ts';
 import { insertWebhook } from '../../src/db/queries/webhooks.ts';
 import { destinationLimits, projectLimits, sendPlaces, sendWaiters, webhooks } from '../../src/db/schema.ts';
-import { acquireSendPlaces, releaseSendPlaces, turnRecheckMs, type FlowLimits, type PlaceDecision } from '../../src/flow-control/places.ts';
+import { acquireSendPlaces, releaseSendPlaces, turnRecheckMs, wakeForgottenLineHeads, type FlowLimits, type PlaceDecision } from '../../src/flow-control/places.ts';
 import { generateEncryptionKey, SecretBox } from '../../src/secrets/crypto.ts';
 import { openTestDatabase } from '../support/database.ts';
 import { docauthData } from '../support/event-data.ts';
@@ -305,6 +305,39 @@ describe('one attempt in flight per delivery', () => {
     expect(held.map((place) => place.attempt)).toEqual([attemptOf(id, 3), attemptOf(id, 3), attemptOf(id, 3)]);
     await release(id, short, 3);
     expect(await handle.db.select().from(sendPlaces).where(eq(sendPlaces.deliveryId, id))).toEqual([]);
+  });
+});
+
+describe('lines nobody will wake', () => {
+  /** The heads the repair check would wake now, with no minimum wait. */
+  const forgotten = (with_: FlowLimits = limits) => wakeForgottenLineHeads(handle.db, with_, 0, 100);
+
+  it("are the lines waiting while a place within their scope's limit is free, not a place the breaker or the operator's limit leaves unused", async () => {
+    const { webhookId, ids } = await webhookWithDeliveries(3);
+    const [holder, released, waiter] = ids as [string, string, string];
+    // The webhook's two places are made; one is held, the other given back.
+    await acquire(holder);
+    await acquire(released);
+    await release(released);
+    // The breaker opens: one place is all the webhook has, and it is held; the line behind it
+    // waits for that one. The second place is free, but not for this line.
+    await handle.db.update(webhooks).set({ circuitOpenedAt: new Date() }).where(eq(webhooks.id, webhookId));
+    expect(await acquire(waiter)).toMatchObject({ decision: 'wait_turn', blocked: 'webhook' });
+    expect(await forgotten()).not.toContain(waiter);
+    // Its holder's worker dies and the hold is gone with nobody to wake the line: now it is forgotten.
+    await handle.db.update(sendPlaces).set({ deliveryId: null, attempt: null, expiresAt: '-infinity' }).where(eq(sendPlaces.deliveryId, holder));
+    expect(await forgotten()).toContain(waiter);
+  });
+
+  it("leave alone a line behind a project whose limit the operator lowered below the places made", async () => {
+    const project = await newProject();
+    const first = await webhookWithDeliveries(1, { project });
+    const second = await webhookWithDeliveries(1, { project });
+    // The project's places are made up to the configured limit at its first send.
+    expect(await decisionOf(acquire(first.ids[0]!))).toBe('granted');
+    await handle.db.insert(projectLimits).values({ projectId: project.projectId, maxInFlight: 1, updatedAt: new Date() });
+    expect(await acquire(second.ids[0]!)).toMatchObject({ decision: 'wait_turn', blocked: 'project' });
+    expect(await forgotten()).not.toContain(second.ids[0]);
   });
 });
 

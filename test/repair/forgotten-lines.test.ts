@@ -58,8 +58,8 @@ it('a worker that dies between giving back places and sending the wake signals l
   expect((await lineOf(webhookId)).length).toBeGreaterThan(0);
 
   // The repair check wakes the head nobody will wake; the line then moves by itself.
-  expect(await wakeForgottenLines({ db: h.db, scheduler: h.scheduler, reserveMs: 60_000 })).toBe(1);
+  expect(await wakeForgottenLines({ db: h.db, scheduler: h.scheduler, limits: { ...ONE_PLACE, holdMs: 60_000, reserveMs: 60_000 } })).toBe(1);
   for (const id of waiting) await waitForDelivery(h, key.token, webhookId, id, (d) => d.status === 'delivered', 30_000);
   expect(await lineOf(webhookId)).toEqual([]);
-  expect(await wakeForgottenLines({ db: h.db, scheduler: h.scheduler, reserveMs: 60_000 })).toBe(0);
+  expect(await wakeForgottenLines({ db: h.db, scheduler: h.scheduler, limits: { ...ONE_PLACE, holdMs: 60_000, reserveMs: 60_000 } })).toBe(0);
 }, 90_000);
