@@ -310,7 +310,7 @@ describe('one attempt in flight per delivery', () => {
 
 describe('lines nobody will wake', () => {
   /** The heads the repair check would wake now, with no minimum wait. */
-  const forgotten = (with_: FlowLimits = limits) => wakeForgottenLineHeads(handle.db, with_, 0, 100);
+  const forgotten = () => wakeForgottenLineHeads(handle.db, limits, 0, 100);
 
   it("are the lines waiting while a place within their scope's limit is free, not a place the breaker or the operator's limit leaves unused", async () => {
     const { webhookId, ids } = await webhookWithDeliveries(3);
@@ -329,7 +329,7 @@ describe('lines nobody will wake', () => {
     expect(await forgotten()).toContain(waiter);
   });
 
-  it("leave alone a line behind a project whose limit the operator lowered below the places made", async () => {
+  it('leave alone a line behind a project whose limit the operator lowered below the places made', async () => {
     const project = await newProject();
     const first = await webhookWithDeliveries(1, { project });
     const second = await webhookWithDeliveries(1, { project });
