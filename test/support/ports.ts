@@ -1,16 +1,17 @@
-import { createServer } from 'node:net';
 import { portIsFree } from '../../src/local/cluster/processes.ts';
 
-/** A TCP port free on 127.0.0.1 right now. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
-    });
-  });
+/**
+ * A TCP port free on 127.0.0.1 right now, between 10000 and 20000: below the kernel's ephemeral
+ * range (32768 and up on Linux), so that a port the system hands out before the caller binds this
+ * one (a server listening on port 0, an outgoing connection) cannot be it, and apart from
+ * {@link freePortBlock}'s range.
+ */
+export async function freePort(): Promise<number> {
+  for (let tries = 0; tries < 200; tries += 1) {
+    const port = 10_000 + Math.floor(Math.random() * 10_000);
+    if (await portIsFree(port)) return port;
+  }
+  throw new Error('no free port found between 10000 and 20000');
 }
 
 /**
