@@ -80,7 +80,8 @@ export async function prepareAttempt(deps: AttemptDeps, deliveryId: string): Pro
   annotateActiveSpan({ [SpanAttributes.attemptNumber]: attempt.attemptNumber });
   const body = buildNotificationBody({ deliveryId, event: delivery.event, occurredAt: event.occurredAt, data: attempt.data });
   const headers = buildNotificationHeaders({
-    secret: attempt.secret,
+    secrets: attempt.secrets,
+    standardWebhooks: webhook.standardWebhooks,
     timestampSeconds: Math.floor(Date.now() / 1000),
     body,
     deliveryId,

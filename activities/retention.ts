@@ -18,7 +18,10 @@ export function createRetentionActivities({ db, logger, metrics }: RetentionActi
       const step = await pacedSweepBatch(db, sweepCutoffs(new Date(input.nowIso), input.olderThanMs), input.position, input.batchSize);
       metrics.retentionDeleted.inc({ kind: 'deliveries' }, step.deliveries);
       metrics.retentionDeleted.inc({ kind: 'events' }, step.events);
-      if (step.deliveries + step.events > 0) logger.info({ deliveries: step.deliveries, events: step.events }, 'retention sweep deleted a batch');
+      metrics.retentionDeleted.inc({ kind: 'previous_secrets' }, step.previousSecrets);
+      if (step.deliveries + step.events + step.previousSecrets > 0) {
+        logger.info({ deliveries: step.deliveries, events: step.events, previousSecrets: step.previousSecrets }, 'retention sweep deleted a batch');
+      }
       return step;
     },
   };

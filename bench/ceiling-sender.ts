@@ -61,7 +61,8 @@ async function one(seq: number, measured = true): Promise<void> {
   const started = performance.timeOrigin + performance.now();
   const body = buildNotificationBody({ deliveryId, event: 'docauth.completed', occurredAt, data: docauthData({ request_id: `req_bench_${seq}` }) });
   const headers = buildNotificationHeaders({
-    secret: secretBox.open(sealed),
+    secrets: [secretBox.open(sealed)],
+    standardWebhooks: false,
     timestampSeconds: Math.floor(Date.now() / 1000),
     body,
     deliveryId,

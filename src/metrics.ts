@@ -197,7 +197,7 @@ export function createMetrics(options: { database?: DatabaseFigures } = {}) {
     }),
     retentionDeleted: new Counter({
       name: 'webhook_retention_deleted_total',
-      help: 'Rows the retention sweep deleted past the retention period: kind = deliveries (with their attempts), events',
+      help: 'Rows the retention sweep deleted past the retention period: kind = deliveries (with their attempts), events, previous_secrets (signing secrets whose rotation grace period ended)',
       labelNames: ['kind'] as const,
       registers,
     }),

@@ -43,6 +43,49 @@ export function computeSignature(
 }
 
 /**
+ * The `X-Service-Signature` header of a send signed by several secrets (during a rotation's
+ * grace period): one `v1=<hex>` per secret, in the order given, space-separated.
+ */
+export function computeSignatureHeader(secrets: readonly string[], timestamp: number | string, rawBody: string | Uint8Array): string {
+  return secrets.map((secret) => computeSignature(secret, timestamp, rawBody)).join(' ');
+}
+
+/** Names of the Standard Webhooks headers (standardwebhooks.com), sent when a webhook asks for them. */
+export const STANDARD_WEBHOOKS_HEADERS = {
+  id: 'webhook-id',
+  timestamp: 'webhook-timestamp',
+  signature: 'webhook-signature',
+} as const;
+
+/** The prefix of a secret in the Standard Webhooks form; what follows it is the key, base64. */
+const STANDARD_SECRET_PREFIX = 'whsec_';
+
+/**
+ * The HMAC key Standard Webhooks derives from a secret: the bytes the base64 after `whsec_`
+ * encodes. The service's secrets have that form, so one secret serves both schemes: the
+ * service's own signature is keyed with the secret string's UTF-8 bytes, the Standard Webhooks
+ * signature with the 32 bytes it encodes.
+ */
+export function standardWebhooksKey(secret: string): Buffer {
+  return Buffer.from(secret.startsWith(STANDARD_SECRET_PREFIX) ? secret.slice(STANDARD_SECRET_PREFIX.length) : secret, 'base64');
+}
+
+/**
+ * Computes the value of the `webhook-signature` header (Standard Webhooks): `v1,` and the base64
+ * HMAC-SHA256 of `<message id>.<timestamp>.<raw body>` per secret, space-separated.
+ */
+export function computeStandardWebhooksSignature(
+  secrets: readonly string[],
+  messageId: string,
+  timestamp: number | string,
+  rawBody: string | Uint8Array,
+): string {
+  const prefix = Buffer.from(`${messageId}.${timestamp}.`, 'utf8');
+  const message = Buffer.concat([prefix, typeof rawBody === 'string' ? Buffer.from(rawBody, 'utf8') : rawBody]);
+  return secrets.map((secret) => `v1,${createHmac('sha256', standardWebhooksKey(secret)).update(message).digest('base64')}`).join(' ');
+}
+
+/**
  * Compares two signature strings in constant time.
  *
  * @param expected - The signature computed locally.

@@ -76,6 +76,19 @@ describe('webhooks and deliveries commands', () => {
     expect(refused.stderr).toContain('rate_limit: must be a number of deliveries per second');
     const rotated = JSON.parse((await cli(['webhooks', 'rotate-secret', webhook.id, '--json'])).stdout);
     expect(rotated.secret).not.toBe(webhook.secret);
+    expect(rotated).not.toHaveProperty('previous_secret_expires_at');
+    const graced = JSON.parse((await cli(['webhooks', 'rotate-secret', webhook.id, '--grace-period', '24h', '--json'])).stdout);
+    expect(Date.parse(graced.previous_secret_expires_at) - Date.now()).toBeGreaterThan(86_300_000);
+    const shown = JSON.parse((await cli(['webhooks', 'get', webhook.id, '--json'])).stdout);
+    expect(shown.previous_secret_expires_at).toBe(graced.previous_secret_expires_at);
+    const tooLong = await cli(['webhooks', 'rotate-secret', webhook.id, '--grace-period', '8d']);
+    expect(tooLong.code).not.toBe(0);
+    expect(tooLong.stderr).toContain('grace_period: must be at most 604800 seconds (7 days)');
+    const notDuration = await cli(['webhooks', 'rotate-secret', webhook.id, '--grace-period', 'soon']);
+    expect(notDuration.stderr).toContain('--grace-period must be a duration such as 90s, 30m, 24h or 7d');
+    const standard = JSON.parse((await cli(['webhooks', 'update', webhook.id, '--standard-webhooks', 'true', '--json'])).stdout);
+    expect(standard.standard_webhooks).toBe(true);
+    expect((await cli(['webhooks', 'update', webhook.id, '--standard-webhooks', 'yes'])).stderr).toContain('--standard-webhooks must be true or false');
     expect((await cli(['webhooks', 'delete', webhook.id])).stdout).toContain(`Webhook ${webhook.id} deleted.`);
   });
 

@@ -1,11 +1,11 @@
 import { eq } from 'drizzle-orm';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { DatabaseHandle } from '../src/db/client.ts';
-import { insertWebhook, resealWebhookSecrets } from '../src/db/queries/webhooks.ts';
+import { insertWebhook, resealWebhookSecrets, rotateWebhookSecret } from '../src/db/queries/webhooks.ts';
 import { createApiKey } from '../src/db/queries/api-keys.ts';
 import { webhooks } from '../src/db/schema.ts';
 import { generateEncryptionKey, generateWebhookSecret, SecretBox } from '../src/secrets/crypto.ts';
-import { openWebhookHeaders, openWebhookSecret } from '../src/db/sealing/webhooks.ts';
+import { openWebhookHeaders, openWebhookSecret, openWebhookSigningSecrets } from '../src/db/sealing/webhooks.ts';
 import { openTestDatabase } from './support/database.ts';
 
 let database: DatabaseHandle;
@@ -41,6 +41,26 @@ it('rotates the encryption key: old rows open with the previous key, reseal move
     expect(openWebhookSecret(onlyNew, row!)).toBe(secrets[i]);
     expect(openWebhookHeaders(onlyNew, row!)).toEqual({ 'X-Tag': 'kept' });
   }
+});
+
+it('reseals the secret a rotation replaced, during its grace period, with the current one', async () => {
+  const oldKey = generateEncryptionKey();
+  const newKey = generateEncryptionKey();
+  const before = new SecretBox(oldKey);
+  const { key } = await createApiKey(database.db, { projectId: 'p-grace', services: ['webhooks'] });
+  const [first, second] = [generateWebhookSecret(), generateWebhookSecret()];
+  const row = await insertWebhook(database.db, before, 'p-grace', {
+    apiKeyId: key.id, url: 'https://example.com', events: ['docauth.completed'], headers: {}, secret: first,
+  });
+  const at = new Date();
+  await rotateWebhookSecret(database.db, before, row.id, { secret: second, gracePeriodSeconds: 3600, at });
+
+  // The rows of the test before are under keys this ring lacks: only this one must open.
+  expect((await resealWebhookSecrets(database.db, new SecretBox(newKey, [oldKey]))).unopenable).not.toContain(row.id);
+  const [resealed] = await database.db.select().from(webhooks).where(eq(webhooks.id, row.id));
+  const onlyNew = new SecretBox(newKey);
+  expect(onlyNew.sealedWithOldKey(resealed!.previousSecretSealed!)).toBe(false);
+  expect(openWebhookSigningSecrets(onlyNew, resealed!, at)).toEqual([second, first]);
 });
 
 it('refuses a tampered ciphertext', () => {

@@ -2,7 +2,18 @@ import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { computeSignature, SIGNATURE_HEADERS, SIGNATURE_VERSION, signatureMatches } from '../src/signing.ts';
+import { Webhook } from 'standardwebhooks';
+import {
+  computeSignature,
+  computeSignatureHeader,
+  computeStandardWebhooksSignature,
+  SIGNATURE_HEADERS,
+  SIGNATURE_VERSION,
+  signatureMatches,
+  standardWebhooksKey,
+} from '../src/signing.ts';
+import { buildNotificationHeaders } from '../src/delivery/notification.ts';
+import { generateWebhookSecret } from '../src/secrets/crypto.ts';
 
 interface SignatureVector {
   name: string;
@@ -104,5 +115,97 @@ describe('SIGNATURE_HEADERS', () => {
       deliveryId: 'X-Service-Delivery-ID',
       event: 'X-Service-Event',
     });
+  });
+});
+
+/** The Standard Webhooks signature of `message` under the raw key `key`, by the openssl CLI. */
+function opensslStandardSignature(key: Buffer, message: Uint8Array): string {
+  const digest = execFileSync('openssl', ['dgst', '-sha256', '-mac', 'HMAC', '-macopt', `hexkey:${key.toString('hex')}`, '-binary'], { input: message });
+  return `v1,${digest.toString('base64')}`;
+}
+
+describe('several secrets (a rotation\'s grace period)', () => {
+  it('signs with each, in the order given, space-separated; one secret gives exactly one v1=<hex>', () => {
+    const [current, previous] = [generateWebhookSecret(), generateWebhookSecret()];
+    const body = '{"id":"dlv_x"}';
+    expect(computeSignatureHeader([current], 1700000000, body)).toMatch(/^v1=[0-9a-f]{64}$/);
+    expect(computeSignatureHeader([current, previous], 1700000000, body)).toBe(
+      `${computeSignature(current, 1700000000, body)} ${computeSignature(previous, 1700000000, body)}`,
+    );
+  });
+
+  it.skipIf(!opensslAvailable())('agrees with the openssl CLI for both signatures', () => {
+    const secrets = [generateWebhookSecret(), generateWebhookSecret()];
+    const body = randomBytes(300);
+    const message = Buffer.concat([Buffer.from('1700000123.'), body]);
+    expect(computeSignatureHeader(secrets, 1700000123, body)).toBe(secrets.map((secret) => opensslSignature(secret, message)).join(' '));
+  });
+});
+
+describe('Standard Webhooks', () => {
+  // The vector published with the Standard Webhooks specification (standard-webhooks/standard-webhooks).
+  const published = {
+    secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw',
+    id: 'msg_p5jXN8AQM9LWM0D4loKWxJek',
+    timestamp: 1614265330,
+    body: '{"test": 2432232314}',
+    signature: 'v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=',
+  };
+
+  it("reproduces the specification's published vector", () => {
+    expect(computeStandardWebhooksSignature([published.secret], published.id, published.timestamp, published.body)).toBe(published.signature);
+  });
+
+  it('derives the key from the base64 after whsec_, while the service\'s own scheme keys with the whole string', () => {
+    const secret = generateWebhookSecret();
+    expect(standardWebhooksKey(secret)).toEqual(Buffer.from(secret.slice('whsec_'.length), 'base64'));
+    expect(standardWebhooksKey(secret)).toHaveLength(32);
+  });
+
+  it.skipIf(!opensslAvailable())('agrees with the openssl CLI on fresh secrets, ids, timestamps and bytes, one or two secrets', () => {
+    for (let round = 0; round < 10; round++) {
+      const secrets = round % 2 === 0 ? [generateWebhookSecret()] : [generateWebhookSecret(), generateWebhookSecret()];
+      const id = `dlv_${randomBytes(8).toString('hex')}`;
+      const timestamp = 1_600_000_000 + randomBytes(3).readUIntBE(0, 3);
+      const body = randomBytes(1 + randomBytes(2).readUInt16BE(0));
+      const message = Buffer.concat([Buffer.from(`${id}.${timestamp}.`), body]);
+      const expected = secrets.map((secret) => opensslStandardSignature(Buffer.from(secret.slice('whsec_'.length), 'base64'), message)).join(' ');
+      expect(computeStandardWebhooksSignature(secrets, id, timestamp, body)).toBe(expected);
+    }
+  });
+
+  it('is verified by the maintained Standard Webhooks library with either secret of a rotation, and not with another', () => {
+    const [current, previous] = [generateWebhookSecret(), generateWebhookSecret()];
+    const body = '{"id":"dlv_01","event":"docauth.completed"}';
+    const timestampSeconds = Math.floor(Date.now() / 1000);
+    const headers = buildNotificationHeaders({
+      secrets: [current, previous],
+      standardWebhooks: true,
+      timestampSeconds,
+      body,
+      deliveryId: 'dlv_01',
+      event: 'docauth.completed',
+      customHeaders: { 'webhook-id': 'spoofed', 'X-Tag': 'kept' },
+    });
+    expect(headers).toMatchObject({ 'webhook-id': 'dlv_01', 'webhook-timestamp': String(timestampSeconds), 'X-Tag': 'kept' });
+    expect(headers['X-Service-Signature']!.split(' ')).toHaveLength(2);
+    for (const secret of [current, previous]) {
+      expect(new Webhook(secret).verify(body, headers)).toEqual(JSON.parse(body));
+    }
+    expect(() => new Webhook(generateWebhookSecret()).verify(body, headers)).toThrow(/No matching signature/);
+  });
+
+  it('adds no Standard Webhooks header to a webhook that did not ask for them', () => {
+    const headers = buildNotificationHeaders({
+      secrets: [generateWebhookSecret()],
+      standardWebhooks: false,
+      timestampSeconds: 1700000000,
+      body: '{}',
+      deliveryId: 'dlv_01',
+      event: 'docauth.completed',
+      customHeaders: {},
+    });
+    expect(Object.keys(headers).filter((name) => name.startsWith('webhook-'))).toEqual([]);
+    expect(headers['X-Service-Signature']).toMatch(/^v1=[0-9a-f]{64}$/);
   });
 });

@@ -1,6 +1,6 @@
 import { continueAsNew, proxyActivities, workflowInfo } from '@temporalio/workflow';
 import type { RetentionActivities } from '../activities/retention.ts';
-import type { SweepPosition, SweepStep } from '../src/retention/sweep.ts';
+import type { SweepCounts, SweepPosition, SweepStep } from '../src/retention/sweep.ts';
 
 /** Input of {@link retentionSweepWorkflow}. */
 export interface RetentionSweepInput {
@@ -11,7 +11,7 @@ export interface RetentionSweepInput {
   /** The sweep's "now", fixed at its first run (carried across continue-as-new). */
   startedAtIso?: string;
   /** Deleted so far (carried across continue-as-new). */
-  deleted?: { deliveries: number; events: number };
+  deleted?: Partial<SweepCounts>;
   /** Batches run so far (carried across continue-as-new). */
   batches?: number;
   /** Where the sweep goes on (carried across continue-as-new). */
@@ -19,10 +19,8 @@ export interface RetentionSweepInput {
 }
 
 /** What a sweep deleted, shown as the workflow's result in the Web UI. */
-export interface RetentionSweepResult {
+export interface RetentionSweepResult extends SweepCounts {
   startedAt: string;
-  deliveries: number;
-  events: number;
   batches: number;
 }
 
@@ -39,7 +37,7 @@ const { sweepRetentionBatch } = proxyActivities<RetentionActivities>({
  */
 export async function retentionSweepWorkflow(input: RetentionSweepInput): Promise<RetentionSweepResult> {
   const startedAtIso = input.startedAtIso ?? new Date(Date.now()).toISOString();
-  const deleted = { deliveries: 0, events: 0, ...input.deleted };
+  const deleted: SweepCounts = { deliveries: 0, events: 0, previousSecrets: 0, ...input.deleted };
   let batches = input.batches ?? 0;
   let position: SweepPosition | undefined = input.position ?? { phase: 'deliveries' };
   while (position) {
@@ -47,6 +45,8 @@ export async function retentionSweepWorkflow(input: RetentionSweepInput): Promis
     batches += 1;
     deleted.deliveries += batch.deliveries;
     deleted.events += batch.events;
+    // A batch recorded by a release before secrets were swept has no count of them.
+    deleted.previousSecrets += batch.previousSecrets ?? 0;
     position = batch.next;
     if (position && (workflowInfo().continueAsNewSuggested || batches - (input.batches ?? 0) >= 500)) {
       return continueAsNew<typeof retentionSweepWorkflow>({ ...input, startedAtIso, deleted, batches, position });

@@ -1,4 +1,5 @@
 import type { DeliveryAttemptRow, DeliveryRow, WebhookRow } from '../db/schema.ts';
+import { previousSecretValid } from '../db/sealing/webhooks.ts';
 import { DELIVERY_RETRY_POLICY } from '../../workflows/delivery.ts';
 
 /** The retry policy the delivery workflow really uses, in the spec's field names; delays in seconds. */
@@ -34,6 +35,8 @@ export function webhookListItem(row: WebhookRow) {
     circuit_state: row.circuitOpenedAt ? ('open' as const) : ('closed' as const),
     circuit_opened_at: iso(row.circuitOpenedAt),
     consecutive_failures: row.consecutiveFailures,
+    standard_webhooks: row.standardWebhooks,
+    previous_secret_expires_at: iso(previousSecretValid(row, new Date()) ? row.previousSecretExpiresAt : null),
     created_at: row.createdAt.toISOString(),
     updated_at: row.updatedAt.toISOString(),
   });

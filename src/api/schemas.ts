@@ -123,7 +123,8 @@ export const CustomHeadersSchema = z
     additionalProperties: { type: 'string', pattern: HEADER_VALUE.source },
     description:
       `At most ${MAX_CUSTOM_HEADERS} headers and ${MAX_CUSTOM_HEADER_BYTES} bytes of names and values; names are case-insensitive ` +
-      'and must not repeat; none of Content-Type, Content-Length, Host, Transfer-Encoding, Connection or X-Service-*',
+      'and must not repeat; none of Content-Type, Content-Length, Host, Transfer-Encoding, Connection, webhook-id, webhook-timestamp, ' +
+      'webhook-signature or X-Service-*',
   } as Record<string, unknown>);
 
 /** The most deliveries per second a webhook's `rate_limit` may allow. */
@@ -151,6 +152,12 @@ const RateLimitSchema = z
     example: 5,
   });
 
+const StandardWebhooksSchema = z.boolean({ message: 'must be true or false' }).openapi({
+  description:
+    'Also sign each send the Standard Webhooks way (headers webhook-id, the delivery id, webhook-timestamp and webhook-signature), ' +
+    'beside the X-Service-* headers, so receivers can verify with a Standard Webhooks library; see docs/receivers.md',
+});
+
 export const CreateWebhookSchema = z
   .strictObject({
     api_key_id: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'must be an API key id'),
@@ -158,6 +165,7 @@ export const CreateWebhookSchema = z
     events: EventListSchema,
     headers: CustomHeadersSchema.optional(),
     rate_limit: RateLimitSchema.optional(),
+    standard_webhooks: StandardWebhooksSchema.optional().openapi({ description: 'Default false' }),
   })
   .openapi('CreateWebhook');
 
@@ -168,8 +176,9 @@ export const UpdateWebhookSchema = z
     status: z.enum(['active', 'disabled'], { message: 'must be active or disabled' }).optional(),
     headers: CustomHeadersSchema.optional(),
     rate_limit: RateLimitSchema.nullable().optional().openapi({ description: 'A new limit, or null to remove it' }),
+    standard_webhooks: StandardWebhooksSchema.optional(),
   })
-  .refine((body) => Object.keys(body).length > 0, 'must set at least one of url, events, status, headers, rate_limit')
+  .refine((body) => Object.keys(body).length > 0, 'must set at least one of url, events, status, headers, rate_limit, standard_webhooks')
   .openapi('UpdateWebhook', { minProperties: 1 });
 
 const timestamp = z.string().openapi({ format: 'date-time', example: '2026-11-22T10:00:00.000Z' });
@@ -206,6 +215,10 @@ const webhookFields = {
   }),
   circuit_opened_at: timestamp.optional().openapi({ description: 'When the circuit breaker opened; present while it is open' }),
   consecutive_failures: z.number().int().openapi({ description: 'Failed attempts in a row since the last success' }),
+  standard_webhooks: z.boolean().openapi({ description: 'Sends also carry the Standard Webhooks headers and signature' }),
+  previous_secret_expires_at: timestamp.optional().openapi({
+    description: 'Present during the grace period of a secret rotation: until then each send is signed with the new and the previous secret',
+  }),
   created_at: timestamp,
   updated_at: timestamp,
 };
@@ -226,6 +239,36 @@ export const WebhookSchema = z
 export const WebhookWithSecretSchema = z
   .strictObject({ ...WebhookSchema.shape, secret: z.string() })
   .openapi('WebhookWithSecret');
+
+/** The longest grace period of a rotation, in seconds (7 days). */
+export const MAX_GRACE_PERIOD_SECONDS = 7 * 24 * 60 * 60;
+
+/** The optional body of a secret rotation. */
+export const RotateSecretSchema = z
+  .strictObject({
+    grace_period: z
+      .number({ message: 'must be a number of seconds' })
+      .int('must be a whole number of seconds')
+      .min(0, 'must be at least 0 seconds')
+      .max(MAX_GRACE_PERIOD_SECONDS, `must be at most ${MAX_GRACE_PERIOD_SECONDS} seconds (7 days)`)
+      .openapi({
+        description:
+          'Seconds during which the replaced secret keeps signing, beside the new one: each send then carries two space-separated ' +
+          '`v1=` signatures in X-Service-Signature, the new one first. 0 or absent: the new secret alone signs every send at once. ' +
+          'A rotation ends any earlier grace period: at most two secrets sign a send.',
+        example: 86400,
+      }),
+  })
+  .partial()
+  .openapi('RotateSecret', { example: { grace_period: 86400 } });
+
+export const RotatedSecretSchema = z
+  .strictObject({
+    id: z.string(),
+    secret: z.string(),
+    previous_secret_expires_at: timestamp.optional().openapi({ description: 'Until when the replaced secret also signs; absent without a grace period' }),
+  })
+  .openapi('RotatedSecret');
 
 export const DeliverySchema = z
   .strictObject({

@@ -1,5 +1,6 @@
 import { parseArgs } from 'node:util';
 import type { Config } from '../config.ts';
+import { parseDuration } from '../duration.ts';
 import { answer, cliClient, keyIdOfToken, parseHeaderOptions } from './api-client.ts';
 import type { components, operations } from '../client/index.ts';
 import { printTable, UsageError, type Command } from './output.ts';
@@ -29,11 +30,11 @@ function required(value: string | undefined, what: string, usage: string): strin
 
 const WEBHOOKS_USAGE = `usage:
   webhooks list [--limit <1-100>] [--starting-after <webhook id>]
-  webhooks create --url <https url> [--events docauth.completed] [--header Name=value]... [--rate-limit <per second>] [--api-key-id <key id>]
+  webhooks create --url <https url> [--events docauth.completed] [--header Name=value]... [--rate-limit <per second>] [--standard-webhooks true|false] [--api-key-id <key id>]
   webhooks get <webhook id>
-  webhooks update <webhook id> [--url <url>] [--events <e1,e2>] [--status active|disabled] [--header Name=value]... [--rate-limit <per second>|none]
+  webhooks update <webhook id> [--url <url>] [--events <e1,e2>] [--status active|disabled] [--header Name=value]... [--rate-limit <per second>|none] [--standard-webhooks true|false]
   webhooks delete <webhook id>
-  webhooks rotate-secret <webhook id>
+  webhooks rotate-secret <webhook id> [--grace-period <duration: 90s, 30m, 24h, 7d>]
 options: --json, --token <API token> (or WEBHOOKS_API_TOKEN), --api-url <url> (or WEBHOOKS_API_URL)`;
 
 /** `webhooks …`: the webhook operations of the v2 API. */
@@ -55,6 +56,8 @@ async function webhooks(config: Config, args: string[]): Promise<void> {
       status: { type: 'string' },
       header: { type: 'string', multiple: true },
       'rate-limit': { type: 'string' },
+      'standard-webhooks': { type: 'string' },
+      'grace-period': { type: 'string' },
       'api-key-id': { type: 'string' },
       limit: { type: 'string' },
       'starting-after': { type: 'string' },
@@ -67,6 +70,11 @@ async function webhooks(config: Config, args: string[]): Promise<void> {
   // `none` removes the limit; any other text goes as a number (or as typed, for the service to refuse).
   const rateLimitOption = values['rate-limit'];
   const rateLimit = rateLimitOption === undefined ? undefined : rateLimitOption === 'none' ? null : Number.isFinite(Number(rateLimitOption)) ? Number(rateLimitOption) : (rateLimitOption as unknown as number);
+  const standardWebhooksOption = values['standard-webhooks'];
+  if (standardWebhooksOption !== undefined && standardWebhooksOption !== 'true' && standardWebhooksOption !== 'false') {
+    throw new UsageError(`--standard-webhooks must be true or false\n${WEBHOOKS_USAGE}`);
+  }
+  const standardWebhooks = standardWebhooksOption === undefined ? {} : { standard_webhooks: standardWebhooksOption === 'true' };
   let result: { data?: any; message?: string; meta?: any } | undefined;
   switch (action) {
     case 'list': {
@@ -86,6 +94,7 @@ async function webhooks(config: Config, args: string[]): Promise<void> {
         events: (events ?? ['docauth.completed']) as NonNullable<WebhookFields['events']>,
         ...(headers ? { headers } : {}),
         ...(rateLimit !== undefined && rateLimit !== null ? { rate_limit: rateLimit } : {}),
+        ...standardWebhooks,
       } }));
       break;
     case 'get':
@@ -98,14 +107,23 @@ async function webhooks(config: Config, args: string[]): Promise<void> {
         ...(values.status ? { status: values.status as NonNullable<WebhookFields['status']> } : {}),
         ...(headers ? { headers } : {}),
         ...(rateLimit !== undefined ? { rate_limit: rateLimit } : {}),
+        ...standardWebhooks,
       } }));
       break;
     case 'delete':
       await answer(api.DELETE('/api-gateway/v2/webhooks/{id}', { params: { path: { id: id() } } }));
       result = { data: { id: id(), deleted: true }, message: `Webhook ${id()} deleted.` };
       break;
-    default: // rotate-secret: the CLI runs only the actions the command lists
-      result = await answer(api.POST('/api-gateway/v2/webhooks/{id}/rotate-secret', { params: { path: { id: id() } } }));
+    default: {
+      // rotate-secret: the CLI runs only the actions the command lists
+      const gracePeriod = values['grace-period'];
+      const graceMs = gracePeriod === undefined ? undefined : parseDuration(gracePeriod);
+      if (gracePeriod !== undefined && graceMs === undefined) throw new UsageError(`--grace-period must be a duration such as 90s, 30m, 24h or 7d\n${WEBHOOKS_USAGE}`);
+      result = await answer(api.POST('/api-gateway/v2/webhooks/{id}/rotate-secret', {
+        params: { path: { id: id() } },
+        ...(graceMs !== undefined && { body: { grace_period: Math.ceil(graceMs / 1000) } }),
+      }));
+    }
   }
   if (values.json) {
     console.log(JSON.stringify(result?.data));

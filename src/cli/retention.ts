@@ -48,7 +48,7 @@ async function sweep(config: Config, args: string[]): Promise<void> {
           older_than: formatDuration(olderThanMs),
           before: cutoffs.before.toISOString(),
           dead_letter_before: cutoffs.deadLetterBefore.toISOString(),
-          deleted,
+          deleted: { deliveries: deleted.deliveries, events: deleted.events, previous_secrets: deleted.previousSecrets },
           batches,
           seconds,
         }),
@@ -56,7 +56,8 @@ async function sweep(config: Config, args: string[]): Promise<void> {
     } else {
       console.log(
         `Deleted ${deleted.deliveries} deliveries (with their attempts) and ${deleted.events} events older than ${formatDuration(olderThanMs)} ` +
-          `(dead letters older than ${cutoffs.deadLetterBefore.toISOString()}) in ${batches} batches, ${seconds.toFixed(1)} s.`,
+          `(dead letters older than ${cutoffs.deadLetterBefore.toISOString()}), and erased ${deleted.previousSecrets} replaced signing secrets ` +
+          `past their grace period, in ${batches} batches, ${seconds.toFixed(1)} s.`,
       );
     }
   } finally {

@@ -36,7 +36,7 @@ export interface paths {
         delete: operations["deleteWebhook"];
         options?: never;
         head?: never;
-        /** Update a webhook: url, events, status, headers, rate_limit */
+        /** Update a webhook: url, events, status, headers, rate_limit, standard_webhooks */
         patch: operations["updateWebhook"];
         trace?: never;
     };
@@ -49,7 +49,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Replace the signing secret (the new one is returned only here) */
+        /** Replace the signing secret (the new one is returned only here), optionally keeping the old one valid for a grace period */
         post: operations["rotateWebhookSecret"];
         delete?: never;
         options?: never;
@@ -260,6 +260,14 @@ export interface components {
             circuit_opened_at?: string;
             /** @description Failed attempts in a row since the last success */
             consecutive_failures: number;
+            /** @description Sends also carry the Standard Webhooks headers and signature */
+            standard_webhooks: boolean;
+            /**
+             * Format: date-time
+             * @description Present during the grace period of a secret rotation: until then each send is signed with the new and the previous secret
+             * @example 2026-11-22T10:00:00.000Z
+             */
+            previous_secret_expires_at?: string;
             /**
              * Format: date-time
              * @example 2026-11-22T10:00:00.000Z
@@ -309,7 +317,7 @@ export interface components {
              */
             events: "docauth.completed"[];
             /**
-             * @description At most 20 headers and 8192 bytes of names and values; names are case-insensitive and must not repeat; none of Content-Type, Content-Length, Host, Transfer-Encoding, Connection or X-Service-*
+             * @description At most 20 headers and 8192 bytes of names and values; names are case-insensitive and must not repeat; none of Content-Type, Content-Length, Host, Transfer-Encoding, Connection, webhook-id, webhook-timestamp, webhook-signature or X-Service-*
              * @example {
              *       "X-Customer-Tag": "prod"
              *     }
@@ -322,6 +330,8 @@ export interface components {
              * @example 5
              */
             rate_limit?: number;
+            /** @description Default false */
+            standard_webhooks?: boolean;
         };
         WebhookListItem: {
             /** @example wh_01jd3k6v8x0f5r7k2m9q4t1w3y */
@@ -362,6 +372,14 @@ export interface components {
             circuit_opened_at?: string;
             /** @description Failed attempts in a row since the last success */
             consecutive_failures: number;
+            /** @description Sends also carry the Standard Webhooks headers and signature */
+            standard_webhooks: boolean;
+            /**
+             * Format: date-time
+             * @description Present during the grace period of a secret rotation: until then each send is signed with the new and the previous secret
+             * @example 2026-11-22T10:00:00.000Z
+             */
+            previous_secret_expires_at?: string;
             /**
              * Format: date-time
              * @example 2026-11-22T10:00:00.000Z
@@ -416,6 +434,14 @@ export interface components {
             circuit_opened_at?: string;
             /** @description Failed attempts in a row since the last success */
             consecutive_failures: number;
+            /** @description Sends also carry the Standard Webhooks headers and signature */
+            standard_webhooks: boolean;
+            /**
+             * Format: date-time
+             * @description Present during the grace period of a secret rotation: until then each send is signed with the new and the previous secret
+             * @example 2026-11-22T10:00:00.000Z
+             */
+            previous_secret_expires_at?: string;
             /**
              * Format: date-time
              * @example 2026-11-22T10:00:00.000Z
@@ -447,7 +473,7 @@ export interface components {
             /** @enum {string} */
             status?: "active" | "disabled";
             /**
-             * @description At most 20 headers and 8192 bytes of names and values; names are case-insensitive and must not repeat; none of Content-Type, Content-Length, Host, Transfer-Encoding, Connection or X-Service-*
+             * @description At most 20 headers and 8192 bytes of names and values; names are case-insensitive and must not repeat; none of Content-Type, Content-Length, Host, Transfer-Encoding, Connection, webhook-id, webhook-timestamp, webhook-signature or X-Service-*
              * @example {
              *       "X-Customer-Tag": "prod"
              *     }
@@ -460,10 +486,30 @@ export interface components {
              * @example 5
              */
             rate_limit?: number | null;
+            /** @description Also sign each send the Standard Webhooks way (headers webhook-id, the delivery id, webhook-timestamp and webhook-signature), beside the X-Service-* headers, so receivers can verify with a Standard Webhooks library; see docs/receivers.md */
+            standard_webhooks?: boolean;
         };
         RotatedSecret: {
             id: string;
             secret: string;
+            /**
+             * Format: date-time
+             * @description Until when the replaced secret also signs; absent without a grace period
+             * @example 2026-11-22T10:00:00.000Z
+             */
+            previous_secret_expires_at?: string;
+        };
+        /**
+         * @example {
+         *       "grace_period": 86400
+         *     }
+         */
+        RotateSecret: {
+            /**
+             * @description Seconds during which the replaced secret keeps signing, beside the new one: each send then carries two space-separated `v1=` signatures in X-Service-Signature, the new one first. 0 or absent: the new secret alone signs every send at once. A rotation ends any earlier grace period: at most two secrets sign a send.
+             * @example 86400
+             */
+            grace_period?: number;
         };
         TestEvent: {
             event_id: string;
@@ -906,7 +952,11 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["RotateSecret"];
+            };
+        };
         responses: {
             /** @description The new secret, shown once */
             200: {
@@ -919,6 +969,15 @@ export interface operations {
                         message: string;
                         meta: components["schemas"]["Meta"];
                     };
+                };
+            };
+            /** @description invalid_request: a field breaks a rule (the message names it) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
             /** @description invalid_api_key / unauthorized: missing, malformed, unknown or revoked credential */

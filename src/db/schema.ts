@@ -54,6 +54,15 @@ export const webhooks = pgTable(
      */
     headersLegacy: jsonb('headers').$type<Record<string, string>>(),
     secretSealed: text('secret_sealed').notNull(),
+    /**
+     * The secret a rotation with a grace period replaced, sealed as `secret_sealed` was (the
+     * value moves over unopened). It signs beside the current one until
+     * `previous_secret_expires_at`; the retention sweep erases it after that.
+     */
+    previousSecretSealed: text('previous_secret_sealed'),
+    previousSecretExpiresAt: timestamp('previous_secret_expires_at', { withTimezone: true, mode: 'date' }),
+    /** Sends also carry the Standard Webhooks headers (`webhook-id`, `webhook-timestamp`, `webhook-signature`). */
+    standardWebhooks: boolean('standard_webhooks').notNull().default(false),
     successCount: integer('success_count').notNull().default(0),
     failureCount: integer('failure_count').notNull().default(0),
     lastDeliveredAt: timestamp('last_delivered_at', { withTimezone: true, mode: 'date' }),
@@ -88,6 +97,14 @@ export const webhooks = pgTable(
       .where(sql`${table.circuitOpenedAt} is not null and ${table.status} = 'active'`),
     check('webhooks_status_check', sql`${table.status} in ('active', 'disabled')`),
     check('webhooks_rate_limit_check', sql`${table.rateLimit} is null or ${table.rateLimit} > 0`),
+    check(
+      'webhooks_previous_secret_check',
+      sql`(${table.previousSecretSealed} is null) = (${table.previousSecretExpiresAt} is null)`,
+    ),
+    // The previous secrets the retention sweep erases, without reading every webhook.
+    index('webhooks_previous_secret_expiry_idx')
+      .on(table.previousSecretExpiresAt)
+      .where(sql`${table.previousSecretExpiresAt} is not null`),
   ],
 );
 

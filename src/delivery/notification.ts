@@ -1,4 +1,4 @@
-import { computeSignature, SIGNATURE_HEADERS } from '../signing.ts';
+import { computeSignatureHeader, computeStandardWebhooksSignature, SIGNATURE_HEADERS, STANDARD_WEBHOOKS_HEADERS } from '../signing.ts';
 
 /** API version carried in every notification body (spec 6.2). */
 export const PAYLOAD_API_VERSION = 'v1';
@@ -26,7 +26,14 @@ export function buildNotificationBody(source: NotificationSource): string {
 }
 
 /** Header names the service sets itself (lower case), besides those starting {@link RESERVED_HEADER_PREFIX}. */
-export const RESERVED_HEADER_NAMES: ReadonlySet<string> = new Set(['content-type', 'content-length', 'host', 'transfer-encoding', 'connection']);
+export const RESERVED_HEADER_NAMES: ReadonlySet<string> = new Set([
+  'content-type',
+  'content-length',
+  'host',
+  'transfer-encoding',
+  'connection',
+  ...Object.values(STANDARD_WEBHOOKS_HEADERS),
+]);
 export const RESERVED_HEADER_PREFIX = 'x-service-';
 
 /** Whether a header name is one the service sets itself (never a custom header). */
@@ -37,10 +44,13 @@ export function isReservedHeaderName(name: string): boolean {
 
 /**
  * Headers of one send: the webhook's custom headers, then the service's own, which
- * always win (custom headers cannot spoof them; the API also refuses such names).
+ * always win (custom headers cannot spoof them; the API also refuses such names). Each of
+ * `secrets` signs, the current one first; with `standardWebhooks` the Standard Webhooks headers
+ * are added beside the service's own.
  */
 export function buildNotificationHeaders(input: {
-  secret: string;
+  secrets: readonly string[];
+  standardWebhooks: boolean;
   timestampSeconds: number;
   body: string;
   deliveryId: string;
@@ -53,10 +63,15 @@ export function buildNotificationHeaders(input: {
   return {
     ...custom,
     'Content-Type': 'application/json',
-    [SIGNATURE_HEADERS.signature]: computeSignature(input.secret, input.timestampSeconds, input.body),
+    [SIGNATURE_HEADERS.signature]: computeSignatureHeader(input.secrets, input.timestampSeconds, input.body),
     [SIGNATURE_HEADERS.timestamp]: String(input.timestampSeconds),
     [SIGNATURE_HEADERS.deliveryId]: input.deliveryId,
     [SIGNATURE_HEADERS.event]: input.event,
     'User-Agent': 'webhook-delivery-service/1',
+    ...(input.standardWebhooks && {
+      [STANDARD_WEBHOOKS_HEADERS.id]: input.deliveryId,
+      [STANDARD_WEBHOOKS_HEADERS.timestamp]: String(input.timestampSeconds),
+      [STANDARD_WEBHOOKS_HEADERS.signature]: computeStandardWebhooksSignature(input.secrets, input.deliveryId, input.timestampSeconds, input.body),
+    }),
   };
 }

@@ -9,9 +9,13 @@
  * - a `dead_letter` delivery younger than the dead-letter wait plus a day (its workflow may
  *   still be waiting for a retry), whatever the period;
  * - an event that still has a delivery.
+ *
+ * Last, it erases the secrets rotations replaced whose grace period has ended (they sign nothing
+ * after it already).
  */
 import { sql } from 'drizzle-orm';
 import { queryRows, type Database } from '../db/client.ts';
+import { eraseExpiredPreviousSecrets } from '../db/queries/webhooks.ts';
 import { DEAD_LETTER_WAIT_MS } from '../../workflows/delivery.ts';
 
 /** Rows per statement: small enough to keep each statement short under load. */
@@ -22,6 +26,8 @@ export const DEAD_LETTER_MIN_AGE_MS = DEAD_LETTER_WAIT_MS + 24 * 60 * 60 * 1000;
 
 /** The instants before which each kind of row is past retention. */
 export interface SweepCutoffs {
+  /** The sweep's "now": previous secrets that expired before it are erased. */
+  now: Date;
   /** `delivered` deliveries last changed before it, and events created before it. */
   before: Date;
   /** `dead_letter` deliveries last changed before it (never later than now minus {@link DEAD_LETTER_MIN_AGE_MS}). */
@@ -30,6 +36,7 @@ export interface SweepCutoffs {
 
 export function sweepCutoffs(now: Date, olderThanMs: number): SweepCutoffs {
   return {
+    now,
     before: new Date(now.getTime() - olderThanMs),
     deadLetterBefore: new Date(now.getTime() - Math.max(olderThanMs, DEAD_LETTER_MIN_AGE_MS)),
   };
@@ -39,14 +46,20 @@ export function sweepCutoffs(now: Date, olderThanMs: number): SweepCutoffs {
 export interface SweepCounts {
   deliveries: number;
   events: number;
+  /** Replaced signing secrets erased after their grace period. */
+  previousSecrets: number;
 }
 
 /**
  * Where a sweep is: deleting deliveries (first, until none past the period is left), then
- * deleting events, after the last event it looked at. A sweep starts in the deliveries phase;
- * a position lost in a crash costs only a re-scan, never a wrong deletion.
+ * deleting events, after the last event it looked at, then erasing expired previous secrets. A
+ * sweep starts in the deliveries phase; a position lost in a crash costs only a re-scan, never a
+ * wrong deletion.
  */
-export type SweepPosition = { phase: 'deliveries' } | { phase: 'events'; after?: { createdAt: string; id: string } };
+export type SweepPosition =
+  | { phase: 'deliveries' }
+  | { phase: 'events'; after?: { createdAt: string; id: string } }
+  | { phase: 'previous_secrets' };
 
 /** One batch's outcome: what it deleted and where the sweep goes on, or `next` undefined when it is done. */
 export interface SweepStep extends SweepCounts {
@@ -81,7 +94,11 @@ export async function sweepBatch(db: Database, cutoffs: SweepCutoffs, position: 
         delete from deliveries using doomed where deliveries.id = doomed.id
         returning deliveries.id`,
     );
-    return { deliveries: deleted.length, events: 0, next: deleted.length < batchSize ? { phase: 'events' } : position };
+    return { deliveries: deleted.length, events: 0, previousSecrets: 0, next: deleted.length < batchSize ? { phase: 'events' } : position };
+  }
+  if (position.phase === 'previous_secrets') {
+    const erased = await eraseExpiredPreviousSecrets(db, cutoffs.now, batchSize);
+    return { deliveries: 0, events: 0, previousSecrets: erased, ...(erased === batchSize && { next: position }) };
   }
   const after = position.after ? sql`and (created_at, id) > (${position.after.createdAt}::timestamptz, ${position.after.id})` : sql``;
   // created_at travels as PostgreSQL's text, microseconds included, so the cursor is exact.
@@ -111,11 +128,12 @@ export async function sweepBatch(db: Database, cutoffs: SweepCutoffs, position: 
             returning events.id`,
         );
   const last = candidates.at(-1);
-  return {
-    deliveries: 0,
-    events: deleted.length,
-    ...(candidates.length === batchSize && last && { next: { phase: 'events', after: { createdAt: last.created_at, id: last.id } } }),
-  };
+  if (candidates.length === batchSize && last) {
+    return { deliveries: 0, events: deleted.length, previousSecrets: 0, next: { phase: 'events', after: { createdAt: last.created_at, id: last.id } } };
+  }
+  // The events are done: the secrets' first batch runs in this one, so a sweep with none to erase costs no batch more.
+  const erased = await eraseExpiredPreviousSecrets(db, cutoffs.now, batchSize);
+  return { deliveries: 0, events: deleted.length, previousSecrets: erased, ...(erased === batchSize && { next: { phase: 'previous_secrets' } }) };
 }
 
 /**
@@ -144,11 +162,12 @@ export async function sweepAll(
   cutoffs: SweepCutoffs,
   options: { batchSize?: number; restRatio?: number; onBatch?: (step: SweepStep) => void } = {},
 ): Promise<SweepCounts> {
-  const total: SweepCounts = { deliveries: 0, events: 0 };
+  const total: SweepCounts = { deliveries: 0, events: 0, previousSecrets: 0 };
   for (let position: SweepPosition | undefined = { phase: 'deliveries' }; position; ) {
     const step = await pacedSweepBatch(db, cutoffs, position, options.batchSize, options.restRatio);
     total.deliveries += step.deliveries;
     total.events += step.events;
+    total.previousSecrets += step.previousSecrets;
     options.onBatch?.(step);
     position = step.next;
   }

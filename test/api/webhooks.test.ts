@@ -2,7 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eq } from 'drizzle-orm';
 import { webhooks } from '../../src/db/schema.ts';
 import { startHarness, type Harness } from '../support/harness.ts';
-import { openWebhookSecret } from '../../src/db/sealing/webhooks.ts';
+import { openWebhookSecret, openWebhookSigningSecrets } from '../../src/db/sealing/webhooks.ts';
+import { eraseExpiredPreviousSecrets } from '../../src/db/queries/webhooks.ts';
 
 const BASE = '/api-gateway/v2';
 const ISO_UTC = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
@@ -38,7 +39,7 @@ describe('POST /webhooks', () => {
     expect(Object.keys(data).sort()).toEqual(
       [
         'api_key_id', 'created_at', 'events', 'failure_count', 'headers', 'id', 'project_id', 'retry_config',
-        'secret', 'status', 'success_count', 'updated_at', 'url', 'circuit_state', 'consecutive_failures',
+        'secret', 'status', 'success_count', 'updated_at', 'url', 'circuit_state', 'consecutive_failures', 'standard_webhooks',
       ].sort(),
     );
     expect(data.id).toMatch(/^wh_[0-9a-z]{26}$/);
@@ -54,6 +55,7 @@ describe('POST /webhooks', () => {
       retry_config: { max_retries: 5, initial_delay: 1, max_delay: 300, backoff_multiplier: 2 },
       circuit_state: 'closed',
       consecutive_failures: 0,
+      standard_webhooks: false,
     });
     expect(data.secret).toMatch(/^whsec_[A-Za-z0-9+/]{43}=$/);
     expect(data.created_at).toMatch(ISO_UTC);
@@ -241,6 +243,107 @@ describe('POST /webhooks/{id}/rotate-secret', () => {
     expect(response.body.message).toMatch(/shown only once/);
     const [row] = await h.db.select().from(webhooks).where(eq(webhooks.id, created.id));
     expect(openWebhookSecret(h.secretBox, row!)).toBe(response.body.data.secret);
+    expect(response.body.data).not.toHaveProperty('previous_secret_expires_at');
+    expect(openWebhookSigningSecrets(h.secretBox, row!, new Date())).toEqual([response.body.data.secret]);
+  });
+
+  const rotate = (id: string, body?: unknown) => h.request('POST', `${BASE}/webhooks/${id}/rotate-secret`, { token: key.token, ...(body !== undefined && { body }) });
+  const storedRow = async (id: string) => (await h.db.select().from(webhooks).where(eq(webhooks.id, id)))[0]!;
+
+  it('keeps the replaced secret signing beside the new one for a grace period, shown on the webhook, sealed at rest', async () => {
+    const created = await createWebhook();
+    const before = Date.now();
+    const response = await rotate(created.id, { grace_period: 86400 });
+    expect(response.status).toBe(200);
+    const { secret, previous_secret_expires_at: expiresAt } = response.body.data;
+    expect(Date.parse(expiresAt) - before).toBeGreaterThanOrEqual(86_400_000);
+    expect(Date.parse(expiresAt) - Date.now()).toBeLessThanOrEqual(86_400_000);
+    expect(response.body.message).toContain(`Until ${expiresAt} each send is signed with the new and the previous secret`);
+
+    const row = await storedRow(created.id);
+    expect(openWebhookSigningSecrets(h.secretBox, row, new Date())).toEqual([secret, created.secret]);
+    expect(openWebhookSigningSecrets(h.secretBox, row, new Date(Date.parse(expiresAt) + 1))).toEqual([secret]);
+    expect(row.previousSecretSealed).not.toContain(created.secret.slice('whsec_'.length, 20));
+    // Sealed for this webhook: the same value on another row does not open.
+    const other = await createWebhook();
+    await h.db.update(webhooks).set({ previousSecretSealed: row.previousSecretSealed, previousSecretExpiresAt: row.previousSecretExpiresAt }).where(eq(webhooks.id, other.id));
+    expect(() => openWebhookSigningSecrets(h.secretBox, { ...row, id: other.id }, new Date())).toThrow(/does not open/);
+    await h.db.update(webhooks).set({ previousSecretSealed: null, previousSecretExpiresAt: null }).where(eq(webhooks.id, other.id));
+
+    const shown = await h.request('GET', `${BASE}/webhooks/${created.id}`, { token: key.token });
+    expect(shown.body.data.previous_secret_expires_at).toBe(expiresAt);
+    const listed = await h.request('GET', `${BASE}/webhooks?limit=100`, { token: key.token });
+    expect(listed.body.data.find((webhook: { id: string }) => webhook.id === created.id).previous_secret_expires_at).toBe(expiresAt);
+  });
+
+  it('a second rotation keeps only the secret it replaces; one without a grace period ends the previous secret at once', async () => {
+    const created = await createWebhook();
+    const first = (await rotate(created.id, { grace_period: 3600 })).body.data;
+    const second = (await rotate(created.id, { grace_period: 60 })).body.data;
+    expect(openWebhookSigningSecrets(h.secretBox, await storedRow(created.id), new Date())).toEqual([second.secret, first.secret]);
+    expect(Date.parse(second.previous_secret_expires_at)).toBeLessThan(Date.parse(first.previous_secret_expires_at));
+
+    const third = (await rotate(created.id)).body.data;
+    const row = await storedRow(created.id);
+    expect(openWebhookSigningSecrets(h.secretBox, row, new Date())).toEqual([third.secret]);
+    expect(row.previousSecretSealed).toBeNull();
+    const shown = await h.request('GET', `${BASE}/webhooks/${created.id}`, { token: key.token });
+    expect(shown.body.data).not.toHaveProperty('previous_secret_expires_at');
+    // A grace period of 0 is the same as none.
+    await rotate(created.id, { grace_period: 0 });
+    expect((await storedRow(created.id)).previousSecretSealed).toBeNull();
+  });
+
+  it('erases a previous secret once its grace period has ended', async () => {
+    const created = await createWebhook();
+    await rotate(created.id, { grace_period: 1 });
+    expect((await storedRow(created.id)).previousSecretSealed).not.toBeNull();
+    expect(await eraseExpiredPreviousSecrets(h.db, new Date(), 100)).toBe(0);
+    const later = new Date(Date.now() + 1_001);
+    expect(await eraseExpiredPreviousSecrets(h.db, later, 100)).toBeGreaterThanOrEqual(1);
+    const row = await storedRow(created.id);
+    expect(row.previousSecretSealed).toBeNull();
+    expect(row.previousSecretExpiresAt).toBeNull();
+  });
+
+  it.each([
+    [{ grace_period: 604801 }, 'grace_period: must be at most 604800 seconds (7 days)'],
+    [{ grace_period: -1 }, 'grace_period: must be at least 0 seconds'],
+    [{ grace_period: 1.5 }, 'grace_period: must be a whole number of seconds'],
+    [{ grace_period: '1h' }, 'grace_period: must be a number of seconds'],
+    [{ grace: 60 }, 'unknown field: grace'],
+  ])('refuses %j with a clear error and changes nothing', async (body, expected) => {
+    const created = await createWebhook();
+    const response = await rotate(created.id, body);
+    expect(response.status).toBe(400);
+    expect(response.body.error).toMatchObject({ code: 'invalid_request' });
+    expect(response.body.error.message).toContain(expected);
+    const row = await storedRow(created.id);
+    expect(openWebhookSigningSecrets(h.secretBox, row, new Date())).toEqual([created.secret]);
+  });
+
+  it('answers 404 for an unknown webhook, body or not', async () => {
+    expect((await rotate('wh_00000000000000000000000000', { grace_period: 60 })).status).toBe(404);
+    expect((await rotate('wh_00000000000000000000000000')).status).toBe(404);
+  });
+});
+
+describe('standard_webhooks', () => {
+  it('is off by default, set on create, changed by PATCH, and refuses what is not a boolean', async () => {
+    const created = await createWebhook({ standard_webhooks: true });
+    expect(created.standard_webhooks).toBe(true);
+    const off = await h.request('PATCH', `${BASE}/webhooks/${created.id}`, { token: key.token, body: { standard_webhooks: false } });
+    expect(off.status).toBe(200);
+    expect(off.body.data.standard_webhooks).toBe(false);
+    const bad = await h.request('PATCH', `${BASE}/webhooks/${created.id}`, { token: key.token, body: { standard_webhooks: 'yes' } });
+    expect(bad.status).toBe(400);
+    expect(bad.body.error.message).toBe('standard_webhooks: must be true or false');
+  });
+
+  it.each(['webhook-id', 'Webhook-Signature', 'WEBHOOK-TIMESTAMP'])('refuses the custom header %s, which the service sets itself', async (name) => {
+    const response = await h.request('POST', `${BASE}/webhooks`, { token: key.token, body: createBody({ headers: { [name]: 'x' } }) });
+    expect(response.status).toBe(400);
+    expect(response.body.error.code).toBe('invalid_request');
   });
 });
 

@@ -99,6 +99,34 @@ describe('endpoints through the portal', () => {
     expect(fresh).toMatch(/^whsec_/);
     expect(fresh).not.toBe(secret);
     expect(rotated.headers.get('Cache-Control')).toBe('no-store');
+    expect((await apiWebhook(id)).body.data).not.toHaveProperty('previous_secret_expires_at');
+  });
+
+  it('rotates with a grace period chosen in the form, and the endpoint page says until when the old secret signs', async () => {
+    const { id } = await createdThroughPortal('https://example.com/rotate-grace');
+    const asked = await visitor.get(`/portal/webhooks/${id}/rotate-secret`);
+    expect(asked.html).toContain('<option value="86400">24 hours</option>');
+    const rotated = await visitor.post(`/portal/webhooks/${id}/rotate-secret`, { grace_period: '86400' });
+    expect(rotated.status).toBe(200);
+    const { previous_secret_expires_at: expiresAt } = (await apiWebhook(id)).body.data;
+    expect(Date.parse(expiresAt) - Date.now()).toBeGreaterThan(86_300_000);
+    expect(rotated.html).toContain(`The previous secret also signs until ${expiresAt}.`);
+    const shown = await visitor.get(`/portal/webhooks/${id}`);
+    expect(shown.html).toContain('The previous secret also signs until');
+  });
+
+  it('turns the Standard Webhooks headers on and off from the form', async () => {
+    const { id } = await createdThroughPortal('https://example.com/standard');
+    expect((await apiWebhook(id)).body.data.standard_webhooks).toBe(false);
+    const on = await visitor.post(`/portal/webhooks/${id}`, { url: 'https://example.com/standard', events: 'docauth.completed', headers: '', rate_limit: '', standard_webhooks: 'true' });
+    expect(on.status).toBe(303);
+    expect((await apiWebhook(id)).body.data.standard_webhooks).toBe(true);
+    const shown = await visitor.get(`/portal/webhooks/${id}`);
+    expect(shown.html).toContain('X-Service-Signature and Standard Webhooks (webhook-signature)');
+    const edit = await visitor.get(`/portal/webhooks/${id}/edit`);
+    expect(edit.html).toMatch(/name="standard_webhooks" value="true"[^>]* checked/);
+    await visitor.post(`/portal/webhooks/${id}`, { url: 'https://example.com/standard', events: 'docauth.completed', headers: '', rate_limit: '' });
+    expect((await apiWebhook(id)).body.data.standard_webhooks).toBe(false);
   });
 
   it('deletes behind a confirmation', async () => {

@@ -1,8 +1,11 @@
-import { sql } from 'drizzle-orm';
+import { inArray, sql } from 'drizzle-orm';
 import { once } from 'node:events';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateHistory } from '../../bench/scale/generate.ts';
 import { queryRows } from '../../src/db/client.ts';
+import { rotateWebhookSecret } from '../../src/db/queries/webhooks.ts';
+import { webhooks } from '../../src/db/schema.ts';
+import { openWebhookSigningSecrets } from '../../src/db/sealing/webhooks.ts';
 import { generateEncryptionKey, SecretBox } from '../../src/secrets/crypto.ts';
 import { sweepAll, sweepCutoffs, type SweepCutoffs } from '../../src/retention/sweep.ts';
 import { runCli, spawnCli } from '../support/cli.ts';
@@ -71,14 +74,14 @@ describe('the retention sweep deletes exactly what is past the period', () => {
     const batches: string[] = [];
     const deleted = await sweepAll(database.db, sweepCutoffs(new Date(), 30 * DAY_MS), {
       batchSize: 2,
-      onBatch: (step) => batches.push(`${step.deliveries}/${step.events}`),
+      onBatch: (step) => batches.push(`${step.deliveries}/${step.events}/${step.previousSecrets}`),
     });
 
-    expect(deleted).toEqual({ deliveries: 3, events: 3 });
+    expect(deleted).toEqual({ deliveries: 3, events: 3, previousSecrets: 0 });
     // Deliveries first (2, then 1: done); then the 8 events past the period, oldest first, two at
     // a time, each batch after the last event looked at: the 5 oldest keep an unswept delivery
-    // and stay; a last batch finds none left.
-    expect(batches).toEqual(['2/0', '1/0', '0/0', '0/0', '0/1', '0/2', '0/0']);
+    // and stay; a last batch finds none left, and no replaced secret to erase.
+    expect(batches).toEqual(['2/0/0', '1/0/0', '0/0/0', '0/0/0', '0/1/0', '0/2/0', '0/0/0']);
     const after = await storedIds(database.db);
     expect(after.deliveries).toEqual(without(before.deliveries, goneDeliveries));
     expect(after.events).toEqual(without(before.events, goneEvents));
@@ -87,7 +90,7 @@ describe('the retention sweep deletes exactly what is past the period', () => {
 
   it('deletes nothing more when run again (idempotent)', async () => {
     const before = await storedIds(database.db);
-    expect(await sweepAll(database.db, sweepCutoffs(new Date(), 30 * DAY_MS))).toEqual({ deliveries: 0, events: 0 });
+    expect(await sweepAll(database.db, sweepCutoffs(new Date(), 30 * DAY_MS))).toEqual({ deliveries: 0, events: 0, previousSecrets: 0 });
     expect(await storedIds(database.db)).toEqual(before);
   });
 
@@ -175,7 +178,7 @@ describe('a sweep killed in the middle', () => {
     const finish = await runCli(['retention', 'run', '--older-than', '30d', '--json'], database.cliEnv);
     expect(finish.code).toBe(0);
     const report = JSON.parse(finish.stdout);
-    const cutoffs = { before: new Date(report.before), deadLetterBefore: new Date(report.dead_letter_before) };
+    const cutoffs = { now: new Date(), before: new Date(report.before), deadLetterBefore: new Date(report.dead_letter_before) };
     const remaining = (await deliveryRows()).map((row) => row.id).sort();
     expect(remaining).toEqual(initial.filter((row) => !pastRetention(row, cutoffs)).map((row) => row.id).sort());
     expect(deleted.length + report.deleted.deliveries).toBe(initial.length - remaining.length);
@@ -188,4 +191,21 @@ describe('a sweep killed in the middle', () => {
     );
     expect(orphaned!.orphans).toBe(0);
   }, 180_000);
+});
+
+describe('the retention sweep erases replaced signing secrets past their grace period', () => {
+  it('erases the expired ones, in batches, and keeps those still signing', async () => {
+    const { db } = database;
+    const { webhookIds } = await seedProject(db, box, 3);
+    const at = new Date();
+    for (const [index, id] of webhookIds.entries()) {
+      await rotateWebhookSecret(db, box, id, { secret: `whsec_new${index}`, gracePeriodSeconds: 60, at: new Date(at.getTime() - (index === 2 ? 0 : 120_000)) });
+    }
+    const result = await sweepAll(db, sweepCutoffs(at, 30 * DAY_MS), { batchSize: 1 });
+    expect(result.previousSecrets).toBe(2);
+    const rows = await db.select().from(webhooks).where(inArray(webhooks.id, webhookIds)).orderBy(webhooks.id);
+    expect(rows.map((row) => row.previousSecretSealed === null)).toEqual([true, true, false]);
+    expect(openWebhookSigningSecrets(box, rows[2]!, at)).toEqual(['whsec_new2', 'whsec_test']);
+    expect((await sweepAll(db, sweepCutoffs(at, 30 * DAY_MS))).previousSecrets).toBe(0);
+  });
 });

@@ -7,7 +7,7 @@ import type { AppEnv } from '../env.ts';
 import { ApiError } from '../errors.ts';
 import { BulkRetryBodySchema, IdParamsSchema, OperationParamsSchema, OperationSchema, OperationStartedSchema, envelope } from '../schemas.ts';
 import { createRouter } from '../validation.ts';
-import { errorResponses, success } from './shared.ts';
+import { errorResponses, optionalJsonBody, success } from './shared.ts';
 
 const tags = ['Operations'];
 
@@ -40,7 +40,7 @@ export const operationsRouter = createRouter()
       summary: 'Retry, at a bounded rate, every delivery of the webhook in the given statuses (bulk retry)',
       request: {
         params: IdParamsSchema,
-        body: { required: false, content: { 'application/json': { schema: BulkRetryBodySchema } } },
+        body: optionalJsonBody(BulkRetryBodySchema),
       },
       responses: {
         202: success(envelope(OperationStartedSchema), 'The operation is running', {

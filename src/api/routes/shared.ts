@@ -14,6 +14,12 @@ export const jsonBody = <T extends z.ZodType>(schema: T) => ({
   content: { 'application/json': { schema } },
 });
 
+/** An optional JSON request body: absent, the handler sees undefined. */
+export const optionalJsonBody = <T extends z.ZodType>(schema: T) => ({
+  required: false,
+  content: { 'application/json': { schema } },
+});
+
 /** The parameters of a linked operation, as OpenAPI runtime expressions (`$response.body#/data/id`). */
 export type LinkParameters = Record<string, string>;
 

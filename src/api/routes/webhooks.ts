@@ -1,6 +1,6 @@
 import { createRoute, z } from '@hono/zod-openapi';
 import { findActiveApiKey } from '../../db/queries/api-keys.ts';
-import { deleteWebhook, insertWebhookWithinLimit, listWebhooks, updateWebhook } from '../../db/queries/webhooks.ts';
+import { deleteWebhook, insertWebhookWithinLimit, listWebhooks, rotateWebhookSecret, updateWebhook } from '../../db/queries/webhooks.ts';
 import { generateWebhookSecret } from '../../secrets/crypto.ts';
 import { openWebhookHeaders } from '../../db/sealing/webhooks.ts';
 import { ownedWebhook } from '../auth.ts';
@@ -10,6 +10,8 @@ import {
   CreateWebhookSchema,
   IdParamsSchema,
   ListMetaSchema,
+  RotatedSecretSchema,
+  RotateSecretSchema,
   UpdateWebhookSchema,
   WebhookListQuerySchema,
   WebhookListItemSchema,
@@ -22,7 +24,7 @@ import { createRouter } from '../validation.ts';
 import { deliveriesRouter } from './deliveries.ts';
 import { operationsRouter } from './operations.ts';
 import { testEventsRouter } from './test-events.ts';
-import { errorResponses, jsonBody, success, webhookLinks } from './shared.ts';
+import { errorResponses, jsonBody, optionalJsonBody, success, webhookLinks } from './shared.ts';
 
 const tags = ['Webhooks'];
 
@@ -61,7 +63,7 @@ webhooksRouter
         db,
         secretBox,
         projectId,
-        { apiKeyId: body.api_key_id, url: body.url, events: body.events, headers, rateLimit: body.rate_limit, secret },
+        { apiKeyId: body.api_key_id, url: body.url, events: body.events, headers, rateLimit: body.rate_limit, standardWebhooks: body.standard_webhooks, secret },
         c.var.deps.admission.maxWebhooks,
       );
       if ('limit' in created) {
@@ -137,7 +139,7 @@ webhooksRouter
       path: '/{id}',
       operationId: 'updateWebhook',
       tags,
-      summary: 'Update a webhook: url, events, status, headers, rate_limit',
+      summary: 'Update a webhook: url, events, status, headers, rate_limit, standard_webhooks',
       request: { params: IdParamsSchema, body: jsonBody(UpdateWebhookSchema) },
       responses: {
         200: success(envelope(WebhookSchema), 'The updated webhook'),
@@ -147,9 +149,13 @@ webhooksRouter
     async (c) => {
       const { id } = c.req.valid('param');
       await ownedWebhook(c, id);
-      const { rate_limit: rateLimit, ...body } = c.req.valid('json');
+      const { rate_limit: rateLimit, standard_webhooks: standardWebhooks, ...body } = c.req.valid('json');
       const { secretBox } = c.var.deps;
-      const updated = await updateWebhook(c.var.deps.db, secretBox, id, { ...body, ...(rateLimit !== undefined && { rateLimit }) });
+      const updated = await updateWebhook(c.var.deps.db, secretBox, id, {
+        ...body,
+        ...(rateLimit !== undefined && { rateLimit }),
+        ...(standardWebhooks !== undefined && { standardWebhooks }),
+      });
       if (!updated) throw new ApiError('not_found', `webhook ${id} not found`);
       const { row, startsBroughtForward } = updated;
       // Sends waiting for a start the new rate limit brought forward; one not woken here still
@@ -193,27 +199,28 @@ webhooksRouter
       path: '/{id}/rotate-secret',
       operationId: 'rotateWebhookSecret',
       tags,
-      summary: 'Replace the signing secret (the new one is returned only here)',
-      request: { params: IdParamsSchema },
+      summary: 'Replace the signing secret (the new one is returned only here), optionally keeping the old one valid for a grace period',
+      request: { params: IdParamsSchema, body: optionalJsonBody(RotateSecretSchema) },
       responses: {
-        200: success(
-          envelope(z.object({ id: z.string(), secret: z.string() }).openapi('RotatedSecret')),
-          'The new secret, shown once',
-        ),
-        ...errorResponses(401, 403, 404),
+        200: success(envelope(RotatedSecretSchema), 'The new secret, shown once'),
+        ...errorResponses(400, 401, 403, 404),
       },
     }),
     async (c) => {
       const { id } = c.req.valid('param');
+      const gracePeriodSeconds = c.req.valid('json')?.grace_period;
       await ownedWebhook(c, id);
       const secret = generateWebhookSecret();
-      const row = (await updateWebhook(c.var.deps.db, c.var.deps.secretBox, id, { secret }))?.row;
+      const row = await rotateWebhookSecret(c.var.deps.db, c.var.deps.secretBox, id, { secret, gracePeriodSeconds, at: new Date() });
       if (!row) throw new ApiError('not_found', `webhook ${id} not found`);
-      c.var.logger.info('webhook secret rotated');
+      const previousExpiresAt = row.previousSecretExpiresAt?.toISOString();
+      c.var.logger.info({ gracePeriodSeconds: gracePeriodSeconds ?? 0 }, 'webhook secret rotated');
       return c.json(
         {
-          data: { id, secret },
-          message: 'Secret rotated. Store the new secret now: it is shown only once and signs every send from now on.',
+          data: { id, secret, ...(previousExpiresAt && { previous_secret_expires_at: previousExpiresAt }) },
+          message: previousExpiresAt
+            ? `Secret rotated. Store the new secret now: it is shown only once. Until ${previousExpiresAt} each send is signed with the new and the previous secret, then with the new one alone.`
+            : 'Secret rotated. Store the new secret now: it is shown only once and signs every send from now on.',
           meta: { request_id: c.var.requestId },
         },
         200,

@@ -16,7 +16,7 @@ import {
 import { newId } from '../../ids.ts';
 import type { SecretBox } from '../../secrets/crypto.ts';
 import { openPayload } from '../sealing/event-payloads.ts';
-import { openWebhookHeaders, openWebhookSecret } from '../sealing/webhooks.ts';
+import { openWebhookHeaders, openWebhookSigningSecrets } from '../sealing/webhooks.ts';
 
 /** Filters and cursor of the deliveries list. */
 export interface DeliveryListQuery {
@@ -134,8 +134,8 @@ export interface AttemptOpened {
   attemptNumber: number;
   /** The event's data. */
   data: Record<string, unknown>;
-  /** The webhook's signing secret. */
-  secret: string;
+  /** The secrets that sign it: the webhook's current one, then the one a rotation replaced while its grace period lasts. */
+  secrets: string[];
   /** The webhook's custom headers. */
   customHeaders: Record<string, string>;
 }
@@ -201,7 +201,7 @@ export async function startAttempt(db: Database, box: SecretBox, deliveryId: str
   const { attemptNumber, ...context } = row;
   if (attemptNumber === null) return context;
   const { event, webhook } = context;
-  const opened = { data: openPayload(box, event)!, secret: openWebhookSecret(box, webhook), customHeaders: openWebhookHeaders(box, webhook) };
+  const opened = { data: openPayload(box, event)!, secrets: openWebhookSigningSecrets(box, webhook, startedAt), customHeaders: openWebhookHeaders(box, webhook) };
   return { ...context, attempt: { attemptId, attemptNumber, ...opened } };
 }
 

@@ -14,6 +14,8 @@ export interface WebhookInput {
   headers: Record<string, string>;
   /** Deliveries per second at most; undefined or null: no limit. */
   rateLimit?: number | null | undefined;
+  /** Sends also carry the Standard Webhooks headers; undefined: false. */
+  standardWebhooks?: boolean | undefined;
 }
 
 /** Inserts a new, active webhook; its signing secret and headers are sealed to its id. */
@@ -35,6 +37,7 @@ export async function insertWebhook(
       events: input.events,
       headersSealed: sealWebhookHeaders(box, id, input.headers),
       rateLimit: input.rateLimit ?? null,
+      standardWebhooks: input.standardWebhooks ?? false,
       status: 'active',
       secretSealed: sealWebhookSecret(box, id, input.secret),
       createdAt: now,
@@ -91,8 +94,8 @@ export async function findWebhook(db: Database, id: string): Promise<WebhookRow 
   return row;
 }
 
-/** What an update may change; a new `secret` or new `headers` are sealed to the webhook. */
-export type WebhookChanges = Partial<Pick<WebhookRow, 'url' | 'events' | 'status' | 'rateLimit'> & { headers: Record<string, string>; secret: string }>;
+/** What an update may change; new `headers` are sealed to the webhook. */
+export type WebhookChanges = Partial<Pick<WebhookRow, 'url' | 'events' | 'status' | 'rateLimit' | 'standardWebhooks'> & { headers: Record<string, string> }>;
 
 /** A webhook after an update, and the deliveries whose start a new rate limit brought forward (their workflows must be woken). */
 export interface UpdatedWebhook {
@@ -101,20 +104,16 @@ export interface UpdatedWebhook {
 }
 
 /**
- * Applies a partial update and bumps `updated_at`. A new `secret` replaces the secret in this
- * one statement, so every later send, pending retries included, uses it. A new `rateLimit`
+ * Applies a partial update and bumps `updated_at`. A new `rateLimit`
  * (or none) applies at once, in the same transaction: the rate schedule restarts from now, and the
  * sends already given a start under the old limit are spaced again by the new one, in the order
  * they had.
  */
 export async function updateWebhook(db: Database, box: SecretBox, id: string, changes: WebhookChanges): Promise<UpdatedWebhook | undefined> {
-  const { headers, secret, ...fields } = changes;
+  const { headers, ...fields } = changes;
   // Re-enabling clears the service's reason and restarts the endpoint-health clock.
   const reenabled = changes.status === 'active' ? { disabledReason: null, disabledAt: null, failingSince: null } : {};
-  const sealed = {
-    ...(headers !== undefined && { headersSealed: sealWebhookHeaders(box, id, headers), headersLegacy: null }),
-    ...(secret !== undefined && { secretSealed: sealWebhookSecret(box, id, secret) }),
-  };
+  const sealed = headers !== undefined && { headersSealed: sealWebhookHeaders(box, id, headers), headersLegacy: null };
   const rateChanged = changes.rateLimit !== undefined;
   const update = async (tx: Database) => {
     const [row] = await tx
@@ -127,6 +126,55 @@ export async function updateWebhook(db: Database, box: SecretBox, id: string, ch
     return { row, startsBroughtForward };
   };
   return rateChanged ? db.transaction(update) : update(db);
+}
+
+/**
+ * Replaces the signing secret, in one statement, so every later send, pending retries included,
+ * is signed with `secret`. With `gracePeriodSeconds`, the secret it replaces keeps signing beside
+ * it until then (its sealed value moves over unopened); without, or when the period is 0, it
+ * signs nothing more. Either way an older previous secret, from a rotation before, is dropped:
+ * at most the current secret and the one it replaced sign a send.
+ */
+export async function rotateWebhookSecret(
+  db: Database,
+  box: SecretBox,
+  id: string,
+  rotation: { secret: string; gracePeriodSeconds?: number | undefined; at: Date },
+): Promise<WebhookRow | undefined> {
+  const grace = rotation.gracePeriodSeconds ?? 0;
+  const keepsPrevious = grace > 0;
+  const [row] = await db
+    .update(webhooks)
+    .set({
+      secretSealed: sealWebhookSecret(box, id, rotation.secret),
+      previousSecretSealed: keepsPrevious ? sql`${webhooks.secretSealed}` : null,
+      previousSecretExpiresAt: keepsPrevious ? new Date(rotation.at.getTime() + grace * 1000) : null,
+      updatedAt: rotation.at,
+    })
+    .where(eq(webhooks.id, id))
+    .returning();
+  return row;
+}
+
+/**
+ * Erases up to `batchSize` previous secrets whose grace period ended before `now` (the
+ * retention sweep's step); answers how many.
+ */
+export async function eraseExpiredPreviousSecrets(db: Database, now: Date, batchSize: number): Promise<number> {
+  const erased = await queryRows<{ id: string }>(
+    db,
+    sql`
+      with expired as (
+        select id from webhooks
+        where previous_secret_expires_at is not null and previous_secret_expires_at <= ${now.toISOString()}::timestamptz
+        limit ${batchSize}
+        for update skip locked
+      )
+      update webhooks set previous_secret_sealed = null, previous_secret_expires_at = null
+      from expired where webhooks.id = expired.id
+      returning webhooks.id`,
+  );
+  return erased.length;
 }
 
 /**
@@ -216,7 +264,13 @@ export interface WebhookReseal {
  * overwritten. A row that does not open is left as it is and reported.
  */
 export async function resealWebhookSecrets(db: Database, box: SecretBox): Promise<WebhookReseal> {
-  const sealedColumns = { id: webhooks.id, secretSealed: webhooks.secretSealed, headersSealed: webhooks.headersSealed, headersLegacy: webhooks.headersLegacy };
+  const sealedColumns = {
+    id: webhooks.id,
+    secretSealed: webhooks.secretSealed,
+    headersSealed: webhooks.headersSealed,
+    headersLegacy: webhooks.headersLegacy,
+    previousSecretSealed: webhooks.previousSecretSealed,
+  };
   const result: WebhookReseal = { resealed: 0, unopenable: [] };
   for (const row of await db.select(sealedColumns).from(webhooks).orderBy(asc(webhooks.id))) {
     try {

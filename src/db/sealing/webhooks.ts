@@ -1,5 +1,6 @@
 /**
- * A webhook's secrets at rest: its signing secret and its custom headers (often an
+ * A webhook's secrets at rest: its signing secret (and the one a rotation replaced, during its
+ * grace period) and its custom headers (often an
  * `Authorization` value for the customer's own endpoint), sealed with the key ring of
  * SECRET_ENCRYPTION_KEY (AES-256-GCM) and bound to the webhook's id, so a value copied onto
  * another row does not open.
@@ -50,6 +51,25 @@ export function openWebhookSecret(box: SecretBox, webhook: Pick<WebhookRow, 'id'
   return openSecret(box, webhook).secret;
 }
 
+/** Whether the secret a rotation replaced still signs at `at`. */
+export const previousSecretValid = (webhook: Pick<WebhookRow, 'previousSecretExpiresAt'>, at: Date): boolean =>
+  webhook.previousSecretExpiresAt !== null && webhook.previousSecretExpiresAt > at;
+
+/**
+ * The secrets that sign a send at `at`: the current one, then the one a rotation replaced while
+ * its grace period lasts. The previous secret is the current one's former sealed value, moved
+ * over unopened, so it opens the same way; it is opened only while it is valid.
+ */
+export function openWebhookSigningSecrets(
+  box: SecretBox,
+  webhook: Pick<WebhookRow, 'id' | 'secretSealed' | 'previousSecretSealed' | 'previousSecretExpiresAt'>,
+  at: Date,
+): string[] {
+  const current = openSecret(box, webhook).secret;
+  if (!previousSecretValid(webhook, at) || webhook.previousSecretSealed === null) return [current];
+  return [current, openSecret(box, { id: webhook.id, secretSealed: webhook.previousSecretSealed }).secret];
+}
+
 /** The webhook's custom headers, opened (or as an earlier release stored them in clear). */
 export function openWebhookHeaders(box: SecretBox, webhook: Pick<WebhookRow, 'id' | 'headersSealed' | 'headersLegacy'>): Record<string, string> {
   if (webhook.headersSealed === null) return webhook.headersLegacy ?? {};
@@ -66,16 +86,22 @@ export function openWebhookHeaders(box: SecretBox, webhook: Pick<WebhookRow, 'id
  */
 export function resealedWebhook(
   box: SecretBox,
-  webhook: Pick<WebhookRow, 'id' | 'secretSealed' | 'headersSealed' | 'headersLegacy'>,
-): Pick<WebhookRow, 'secretSealed' | 'headersSealed' | 'headersLegacy'> | undefined {
+  webhook: Pick<WebhookRow, 'id' | 'secretSealed' | 'headersSealed' | 'headersLegacy' | 'previousSecretSealed'>,
+): Pick<WebhookRow, 'secretSealed' | 'headersSealed' | 'headersLegacy' | 'previousSecretSealed'> | undefined {
   const { secret, bound } = openSecret(box, webhook);
   const headers = openWebhookHeaders(box, webhook);
+  const previous = webhook.previousSecretSealed === null ? undefined : openSecret(box, { id: webhook.id, secretSealed: webhook.previousSecretSealed });
   const current =
-    bound && !box.sealedWithOldKey(webhook.secretSealed) && webhook.headersSealed !== null && !box.sealedWithOldKey(webhook.headersSealed);
+    bound &&
+    !box.sealedWithOldKey(webhook.secretSealed) &&
+    webhook.headersSealed !== null &&
+    !box.sealedWithOldKey(webhook.headersSealed) &&
+    (previous === undefined || (previous.bound && !box.sealedWithOldKey(webhook.previousSecretSealed!)));
   if (current) return undefined;
   return {
     secretSealed: sealWebhookSecret(box, webhook.id, secret),
     headersSealed: sealWebhookHeaders(box, webhook.id, headers),
     headersLegacy: null,
+    previousSecretSealed: previous === undefined ? null : sealWebhookSecret(box, webhook.id, previous.secret),
   };
 }

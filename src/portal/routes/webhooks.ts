@@ -6,7 +6,17 @@ import type { PortalEnv } from '../env.ts';
 import { PORTAL_BASE } from '../link.ts';
 import { formValue, formValues, pageSession, redirectAfterChange, render } from '../pages.ts';
 import { anyInFlight, deliveriesSection, deliveryPath, liveRegion, type DeliveryFilters } from '../views/deliveries.ts';
-import { confirmation, headersText, secretReveal, webhookForm, webhookList, webhookPath, webhookSummary, type WebhookFormValues } from '../views/webhooks.ts';
+import {
+  confirmation,
+  headersText,
+  rotateSecretForm,
+  secretReveal,
+  webhookForm,
+  webhookList,
+  webhookPath,
+  webhookSummary,
+  type WebhookFormValues,
+} from '../views/webhooks.ts';
 
 const HOME = [{ href: PORTAL_BASE, label: 'Webhooks' }];
 
@@ -30,6 +40,7 @@ function submittedValues(c: Context<PortalEnv>): WebhookFormValues {
     ...(status === 'active' || status === 'disabled' ? { status } : {}),
     headers: formValue(c, 'headers'),
     rateLimit: formValue(c, 'rate_limit').trim(),
+    standardWebhooks: formValue(c, 'standard_webhooks') === 'true',
   };
 }
 
@@ -91,6 +102,7 @@ async function createEndpoint(c: Context<PortalEnv>, appFetch: AppFetch): Promis
             events: values.events as ['docauth.completed'],
             headers: parseHeadersText(values.headers),
             ...(values.rateLimit !== '' && { rate_limit: rateLimitOf(values)! }),
+            standard_webhooks: values.standardWebhooks,
           },
         }),
       );
@@ -140,6 +152,7 @@ async function editPage(c: Context<PortalEnv>, appFetch: AppFetch): Promise<Resp
     status: webhook.status,
     headers: headersText(webhook.headers),
     rateLimit: webhook.rate_limit === undefined ? '' : String(webhook.rate_limit),
+    standardWebhooks: webhook.standard_webhooks,
   };
   return render(
     c,
@@ -163,6 +176,7 @@ async function updateEndpoint(c: Context<PortalEnv>, appFetch: AppFetch): Promis
             status: values.status,
             headers: parseHeadersText(values.headers),
             rate_limit: rateLimitOf(values),
+            standard_webhooks: values.standardWebhooks,
           },
         }),
       );
@@ -183,7 +197,7 @@ export function webhookPages(appFetch: AppFetch) {
   return new Hono<PortalEnv>()
     .get('/', (c) => listPage(c, appFetch))
     .get('/webhooks/new', (c) =>
-      render(c, { title: 'Add endpoint', breadcrumbs: HOME }, webhookForm(pageSession(c), `${PORTAL_BASE}/webhooks`, { url: '', events: ['docauth.completed'], headers: '', rateLimit: '' }, 'Add endpoint')),
+      render(c, { title: 'Add endpoint', breadcrumbs: HOME }, webhookForm(pageSession(c), `${PORTAL_BASE}/webhooks`, { url: '', events: ['docauth.completed'], headers: '', rateLimit: '', standardWebhooks: false }, 'Add endpoint')),
     )
     .post('/webhooks', (c) => createEndpoint(c, appFetch))
     .get('/webhooks/:id', (c) => endpointPage(c, appFetch))
@@ -202,19 +216,27 @@ export function webhookPages(appFetch: AppFetch) {
       await answered(portalApi(c, appFetch).DELETE('/api-gateway/v2/webhooks/{id}', { params: { path: { id: c.req.param('id') } } }));
       return redirectAfterChange(c, PORTAL_BASE, 'deleted');
     })
-    .get('/webhooks/:id/rotate-secret', (c) =>
-      confirmationPage(c, appFetch, {
-        title: 'Rotate signing secret',
-        action: 'rotate-secret',
-        question: (url) => `Replace the signing secret of ${url}?`,
-        consequence: 'Every request from now on is signed with the new secret, shown once on the next page: update your receiver right away.',
-        confirmLabel: 'Rotate secret',
-      }),
-    )
+    .get('/webhooks/:id/rotate-secret', async (c) => {
+      const id = c.req.param('id');
+      const { data: webhook } = await answered(portalApi(c, appFetch).GET('/api-gateway/v2/webhooks/{id}', { params: { path: { id } } }));
+      return render(
+        c,
+        { title: 'Rotate signing secret', breadcrumbs: [...HOME, { href: webhookPath(id), label: webhook.url }] },
+        rotateSecretForm(pageSession(c), `${webhookPath(id)}/rotate-secret`, webhook.url, webhookPath(id)),
+      );
+    })
     .post('/webhooks/:id/rotate-secret', async (c) => {
       const id = c.req.param('id');
-      const { data } = await answered(portalApi(c, appFetch).POST('/api-gateway/v2/webhooks/{id}/rotate-secret', { params: { path: { id } } }));
-      return render(c, { title: 'Secret rotated', breadcrumbs: [...HOME, { href: webhookPath(id), label: 'Endpoint' }] }, secretReveal(id, data.secret));
+      // The API checks the value; a request without one (or 0) rotates with no grace period.
+      const gracePeriod = Number(formValue(c, 'grace_period') || 0);
+      const { data } = await answered(
+        portalApi(c, appFetch).POST('/api-gateway/v2/webhooks/{id}/rotate-secret', {
+          params: { path: { id } },
+          ...(gracePeriod !== 0 && { body: { grace_period: gracePeriod } }),
+        }),
+      );
+      const notice = data.previous_secret_expires_at ? `The previous secret also signs until ${data.previous_secret_expires_at}.` : undefined;
+      return render(c, { title: 'Secret rotated', ...(notice && { notice }), breadcrumbs: [...HOME, { href: webhookPath(id), label: 'Endpoint' }] }, secretReveal(id, data.secret));
     })
     .post('/webhooks/:id/test-events', async (c) => {
       const id = c.req.param('id');

@@ -51,6 +51,8 @@ export interface WebhookFormValues {
   headers: string;
   /** Deliveries per second, as typed; empty: no limit. */
   rateLimit: string;
+  /** Also send the Standard Webhooks headers. */
+  standardWebhooks: boolean;
 }
 
 /** Custom headers as the form's text: one `Name: value` per line. */
@@ -99,6 +101,10 @@ export function webhookForm(session: PageSession, action: string, values: Webhoo
     <input id="rate_limit" name="rate_limit" type="text" inputmode="decimal" value="${values.rateLimit}"${invalid('rate_limit')}>
     <p class="hint" id="rate_limit-hint">Deliveries per second at most, such as 5 or 0.5. Leave empty for no limit. Deliveries beyond it wait their turn.</p>
   </div>
+  <div class="field">
+    <label class="check"><input type="checkbox" name="standard_webhooks" value="true" aria-describedby="standard_webhooks-hint"${values.standardWebhooks ? ' checked' : ''}> Also sign the Standard Webhooks way</label>
+    <p class="hint" id="standard_webhooks-hint">Adds the <code>webhook-id</code>, <code>webhook-timestamp</code> and <code>webhook-signature</code> headers, so your receiver can verify requests with a Standard Webhooks library in its own language.</p>
+  </div>
   <div class="actions"><button type="submit" class="button primary">${submitLabel}</button></div>
 </form>`;
 }
@@ -118,6 +124,9 @@ export function webhookSummary(session: PageSession, webhook: Webhook): Markup {
   <div><dt>Circuit breaker</dt><dd>${webhook.circuit_state === 'open'
     ? html`${badge('open')} <span class="hint">since ${timestamp(webhook.circuit_opened_at)}, after ${webhook.consecutive_failures} failed attempts in a row: one attempt at a time until the endpoint answers</span>`
     : 'closed'}</dd></div>
+  <div><dt>Signatures</dt><dd>X-Service-Signature${webhook.standard_webhooks ? ' and Standard Webhooks (webhook-signature)' : ''}${webhook.previous_secret_expires_at
+    ? html`<br><span class="hint">The previous secret also signs until ${timestamp(webhook.previous_secret_expires_at)}, then the new one alone.</span>`
+    : ''}</dd></div>
   <div><dt>Retries</dt><dd>${webhook.retry_config.max_retries} retries, ${webhook.retry_config.initial_delay} s doubling up to ${webhook.retry_config.max_delay} s</dd></div>
   <div><dt>Id</dt><dd><code>${webhook.id}</code></dd></div>
 </dl>
@@ -139,6 +148,33 @@ export function secretReveal(webhookId: string, secret: string): Markup {
   <p class="hint" id="secret-hint"><strong>Copy it now: it is shown only this once.</strong> Your receiver checks each request's signature with it.</p>
 </div>
 <p><a class="button primary" href="${webhookPath(webhookId)}">Continue to the endpoint</a></p>`;
+}
+
+/** Grace periods the rotation form offers, in seconds (0: none). */
+const GRACE_PERIODS: ReadonlyArray<[seconds: number, label: string]> = [
+  [0, 'None: the new secret alone signs every request from now on'],
+  [3600, '1 hour'],
+  [86400, '24 hours'],
+  [604800, '7 days'],
+];
+
+/** The rotation's question, with the choice of a grace period for the old secret. */
+export function rotateSecretForm(session: PageSession, action: string, url: string, cancelHref: string): Markup {
+  return html`<p class="lead">Replace the signing secret of ${url}?</p>
+<form method="post" action="${action}" class="stacked-form">
+  ${csrfField(session)}
+  <div class="field">
+    <label for="grace_period">Keep the old secret valid for</label>
+    <select id="grace_period" name="grace_period" aria-describedby="grace_period-hint">
+      ${GRACE_PERIODS.map(([seconds, label]) => html`<option value="${seconds}">${label}</option>`)}
+    </select>
+    <p class="hint" id="grace_period-hint">The new secret is shown once on the next page. During a grace period each request carries two signatures, the new one first, so receivers holding either secret accept it; a receiver that compares the whole <code>X-Service-Signature</code> header to one value would not.</p>
+  </div>
+  <div class="actions">
+    <button type="submit" class="button danger">Rotate secret</button>
+    <a class="button secondary" href="${cancelHref}">Cancel</a>
+  </div>
+</form>`;
 }
 
 /** The question before a change that cannot be undone. */
