@@ -32,6 +32,11 @@ export interface StatementTimeouts {
 export interface OpenOptions {
   /** Sees every statement the query builder sends, with its parameters (the scale benchmark EXPLAINs them). */
   logQuery?: (query: string, params: unknown[]) => void;
+  /**
+   * Sees the text of every statement sent to a `postgres` target, transaction control (`begin`,
+   * `commit`) included: what the cost tests count. Not called for PGlite.
+   */
+  onStatement?: (text: string) => void;
 }
 
 /** An open database and the means to close it. */
@@ -62,6 +67,7 @@ export async function openDatabase(target: DatabaseTarget, options: OpenOptions 
           connection: { statement_timeout: target.timeouts.statementMs, lock_timeout: target.timeouts.lockMs },
         }),
         connect_timeout: 10,
+        ...(options.onStatement && { debug: (_connection: number, text: string) => options.onStatement!(text) }),
         // Seconds a connection waits before reconnecting after a failure. The driver's default
         // grows to 10-20 s after a few refused connects, and every query queued on the pool
         // waits that long: a request made while Postgres is down would hang for up to 20 s, and

@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import postgres from 'postgres';
 import { parseConfig } from '../../src/config.ts';
-import { openDatabase, type DatabaseHandle } from '../../src/db/client.ts';
+import { openDatabase, type DatabaseHandle, type OpenOptions } from '../../src/db/client.ts';
 import { startEmbeddedPostgres } from '../../src/local/embedded-database.ts';
 import { freePort } from './ports.ts';
 
@@ -62,14 +62,14 @@ export async function dropScratchDatabase(
  * A migrated, empty database of the kind the suite runs on: a scratch database on the
  * DATABASE_URL server, or an in-memory PGlite.
  */
-export async function openTestDatabase(): Promise<DatabaseHandle> {
+export async function openTestDatabase(options: OpenOptions = {}): Promise<DatabaseHandle> {
   if (databaseKind === 'pglite') {
-    const handle = await openDatabase({ kind: 'pglite' });
+    const handle = await openDatabase({ kind: 'pglite' }, options);
     await handle.migrate();
     return handle;
   }
   const scratch = await createScratchPostgresDatabase();
-  const handle = await openDatabase({ kind: 'postgres', url: scratch.url, poolMax: 10 });
+  const handle = await openDatabase({ kind: 'postgres', url: scratch.url, poolMax: 10 }, options);
   await handle.migrate();
   return {
     ...handle,

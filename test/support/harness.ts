@@ -5,7 +5,7 @@ import { Writable } from 'node:stream';
 import { inject } from 'vitest';
 import { createApp } from '../../src/app.ts';
 import { parseConfig } from '../../src/config.ts';
-import type { DatabaseHandle } from '../../src/db/client.ts';
+import type { DatabaseHandle, OpenOptions } from '../../src/db/client.ts';
 import { createApiKey } from '../../src/db/queries/api-keys.ts';
 import { createLogger } from '../../src/logger.ts';
 import { createMetrics } from '../../src/metrics.ts';
@@ -33,6 +33,8 @@ export interface HarnessOptions {
   activitySlots?: number;
   /** A Temporal server of the test's own (a dev server with other settings); the run's otherwise. */
   temporalAddress?: string;
+  /** How the database is opened (a statement counter). */
+  database?: OpenOptions;
 }
 
 /** A JSON response as the tests see it. */
@@ -57,7 +59,7 @@ export function connectToTestTemporal<T>(connect: (options: TemporalConnectionOp
  * optionally a worker. Log lines are kept in `logs` for scanning.
  */
 export async function startHarness(options: HarnessOptions = {}) {
-  const database: DatabaseHandle = await openTestDatabase();
+  const database: DatabaseHandle = await openTestDatabase(options.database);
   // As in the service: one native connection, shared by the client and the worker.
   const connection = await connectToTestTemporal((connectionOptions) => NativeConnection.connect(connectionOptions), options.temporalAddress);
   const client = new Client({ connection });

@@ -1,0 +1,218 @@
+/**
+ * What one delivery costs, counted: database statements and transactions on the accept path and
+ * the send path, Temporal history events and workflow tasks, and Temporal Cloud's billed actions
+ * (heartbeats aside: they depend on timing). The budgets are written below; a change that adds a
+ * statement or an event fails here until its budget is raised, in the same commit, with the reason.
+ *
+ * Statements are counted on the wire (postgres.js), so this file runs against PostgreSQL only.
+ */
+import type { temporal } from '@temporalio/proto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { databaseKind } from '../support/database.ts';
+import { startHarness, type Harness } from '../support/harness.ts';
+import { startHttpsReceiver, type HttpsReceiver } from '../support/https-receiver.ts';
+import { createWebhookFor, publishFor, waitForDelivery } from '../delivery/support.ts';
+
+/** What one delivery cost. */
+interface DeliveryCost {
+  acceptStatements: number;
+  acceptTransactions: number;
+  sendStatements: number;
+  sendTransactions: number;
+  historyEvents: number;
+  workflowTasks: number;
+  /** Workflow starts, activity attempts, timers, signals, and workflow tasks that ran local activities. */
+  billedActions: number;
+  /** Search attribute upserts, listed apart. */
+  searchAttributeUpserts: number;
+}
+
+/**
+ * The budgets: today's counts. Raising one is a decision, stated in the commit that does it.
+ * A rotation's grace period or Standard Webhooks adds a signature's CPU to an attempt, and no
+ * statement, transaction or event: the budgets hold for them too (the last test).
+ */
+const BUDGETS: Record<'delivered at once' | 'failed once, then delivered' | 'dead-lettered', DeliveryCost> = {
+  // Accept: the producer key, the quota, the subscribed webhooks, the event with its deliveries
+  // (one statement), the event marked dispatched. Send, per attempt: a place taken, the attempt
+  // started, finished, the place given back. History: started, 2 workflow tasks, the send
+  // activity's 3 events, the status upsert, completed.
+  'delivered at once': {
+    acceptStatements: 5,
+    acceptTransactions: 0,
+    sendStatements: 4,
+    sendTransactions: 0,
+    historyEvents: 12,
+    workflowTasks: 2,
+    billedActions: 2,
+    searchAttributeUpserts: 1,
+  },
+  // The retry is the activity's own (Temporal's retry policy): no event more, one attempt more.
+  'failed once, then delivered': {
+    acceptStatements: 5,
+    acceptTransactions: 0,
+    sendStatements: 8,
+    sendTransactions: 0,
+    historyEvents: 12,
+    workflowTasks: 2,
+    billedActions: 3,
+    searchAttributeUpserts: 1,
+  },
+  // Five attempts, then the dead letter recorded by a local activity (one transaction: the
+  // status and the endpoint-health check), the status upsert and the 7-day wait's timer.
+  'dead-lettered': {
+    acceptStatements: 5,
+    acceptTransactions: 0,
+    sendStatements: 23,
+    sendTransactions: 1,
+    historyEvents: 13,
+    workflowTasks: 2,
+    billedActions: 8,
+    searchAttributeUpserts: 1,
+  },
+};
+
+/** Statements seen on the wire, and how many of them opened a transaction. */
+class StatementCounter {
+  statements = 0;
+  transactions = 0;
+  readonly record = (text: string) => {
+    const keyword = /^\s*(\w+)/.exec(text)?.[1]?.toLowerCase();
+    if (keyword === 'begin') this.transactions += 1;
+    else if (keyword !== 'commit' && keyword !== 'rollback') this.statements += 1;
+  };
+  take(): { statements: number; transactions: number } {
+    const taken = { statements: this.statements, transactions: this.transactions };
+    this.statements = 0;
+    this.transactions = 0;
+    return taken;
+  }
+}
+
+/** Temporal's side of one delivery, read from its workflow's history. */
+function historyCost(events: temporal.api.history.v1.IHistoryEvent[]) {
+  let workflowTasks = 0;
+  let billedActions = 0;
+  let searchAttributeUpserts = 0;
+  let localActivityTask = false;
+  for (const event of events) {
+    if (event.workflowExecutionStartedEventAttributes || event.workflowExecutionSignaledEventAttributes || event.timerStartedEventAttributes) billedActions += 1;
+    if (event.activityTaskStartedEventAttributes) billedActions += event.activityTaskStartedEventAttributes.attempt ?? 1;
+    if (event.upsertWorkflowSearchAttributesEventAttributes) searchAttributeUpserts += 1;
+    if (event.workflowTaskCompletedEventAttributes) {
+      workflowTasks += 1;
+      localActivityTask = false;
+    }
+    // Local activities are billed once per workflow task that recorded any.
+    if (event.markerRecordedEventAttributes && !localActivityTask) {
+      localActivityTask = true;
+      billedActions += 1;
+    }
+  }
+  return { historyEvents: events.length, workflowTasks, billedActions, searchAttributeUpserts };
+}
+
+const onPostgres = databaseKind === 'postgres';
+const counter = new StatementCounter();
+let h: Harness;
+let acceptOnly: Harness;
+let receiver: HttpsReceiver;
+
+beforeAll(async () => {
+  if (!onPostgres) return;
+  receiver = await startHttpsReceiver();
+  h = await startHarness({ worker: true, delivery: { caFile: receiver.certFile }, database: { onStatement: counter.record } });
+  // The accept path alone: the same API with no worker on its task queue, so no send runs while it is counted.
+  acceptOnly = await startHarness({ database: { onStatement: counter.record } });
+});
+afterAll(async () => {
+  await h?.stop();
+  await acceptOnly?.stop();
+  await receiver?.close();
+});
+
+/** Counts one publish through `harness`, after a first one that warms its caches (the producer key). */
+async function countedPublish(harness: Harness, projectId: string) {
+  await publishFor(harness, projectId);
+  counter.take();
+  const published = await publishFor(harness, projectId);
+  return { deliveryId: published.delivery_ids[0]!, counted: counter.take() };
+}
+
+/** Whether the workflow has settled: completed, or waiting out its dead letter with its 7-day timer. */
+const settled = (events: temporal.api.history.v1.IHistoryEvent[]) =>
+  events.some((event) => event.workflowExecutionCompletedEventAttributes) ||
+  events.some((event) => Number(event.timerStartedEventAttributes?.startToFireTimeout?.seconds ?? 0) >= 7 * 24 * 3600);
+
+/** The delivery's workflow history once it has settled. */
+async function settledHistory(deliveryId: string): Promise<temporal.api.history.v1.IHistoryEvent[]> {
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    const events = (await h.client.workflow.getHandle(deliveryId).fetchHistory()).events ?? [];
+    if (settled(events)) return events;
+    if (Date.now() > deadline) throw new Error(`the workflow of ${deliveryId} did not settle: ${events.length} events`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+async function measure(status: 'delivered' | 'dead_letter', behave: (attempt: number) => number, signing: 'one secret' | 'two secrets, both schemes' = 'one secret'): Promise<DeliveryCost> {
+  const accept = await (async () => {
+    const { key } = await createWebhookFor(acceptOnly, 'https://example.com/cost');
+    return (await countedPublish(acceptOnly, key.projectId)).counted;
+  })();
+
+  const { key, webhookId } = await createWebhookFor(h, receiver.url, signing === 'one secret' ? {} : { standard_webhooks: true });
+  if (signing !== 'one secret') {
+    const rotated = await h.request('POST', `/api-gateway/v2/webhooks/${webhookId}/rotate-secret`, { token: key.token, body: { grace_period: 3600 } });
+    expect(rotated.status).toBe(200);
+  }
+  const attempts = new Map<string, number>();
+  receiver.behave((request) => {
+    const id = String(request.headers['x-service-delivery-id']);
+    const attempt = (attempts.get(id) ?? 0) + 1;
+    attempts.set(id, attempt);
+    return { status: behave(attempt) };
+  });
+  // Its warm-up publish is delivered too, before the counted one starts.
+  const warmUp = await publishFor(h, key.projectId);
+  await settledHistory(warmUp.delivery_ids[0]!);
+  counter.take();
+  const published = await publishFor(h, key.projectId);
+  const deliveryId = published.delivery_ids[0]!;
+  // Watched through Temporal only: polling the API would add its own statements to the count.
+  const events = await settledHistory(deliveryId);
+  const total = counter.take();
+  await waitForDelivery(h, key.token, webhookId, deliveryId, (d) => d.status === status);
+  return {
+    acceptStatements: accept.statements,
+    acceptTransactions: accept.transactions,
+    sendStatements: total.statements - accept.statements,
+    sendTransactions: total.transactions - accept.transactions,
+    ...historyCost(events),
+  };
+}
+
+describe.skipIf(!onPostgres)('the cost of one delivery', () => {
+  const cases = [
+    ['delivered at once', 'delivered', () => 200],
+    ['failed once, then delivered', 'delivered', (attempt: number) => (attempt === 1 ? 500 : 200)],
+    ['dead-lettered', 'dead_letter', () => 500],
+  ] as const;
+
+  it.each(cases)('%s: within its budget', async (name, status, behave) => {
+    const cost = await measure(status, behave);
+    console.info(`cost of one delivery, ${name}: ${JSON.stringify(cost)}`);
+    const budget = BUDGETS[name];
+    for (const [what, limit] of Object.entries(budget) as Array<[keyof DeliveryCost, number]>) {
+      expect(cost[what], `${what} of a delivery ${name} (budget ${limit})`).toBeLessThanOrEqual(limit);
+    }
+  }, 90_000);
+
+  it('delivered at once, signed by two secrets (a rotation\'s grace period) in both schemes: within the same budget', async () => {
+    const cost = await measure('delivered', () => 200, 'two secrets, both schemes');
+    const budget = BUDGETS['delivered at once'];
+    for (const [what, limit] of Object.entries(budget) as Array<[keyof DeliveryCost, number]>) {
+      expect(cost[what], `${what} (budget ${limit})`).toBeLessThanOrEqual(limit);
+    }
+  }, 90_000);
+});
