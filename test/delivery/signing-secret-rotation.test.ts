@@ -57,7 +57,6 @@ describe('rotating a signing secret with a grace period', () => {
       return { status: verifies(request, standard.secret, true) ? 200 : 401 };
     });
     const webhooks = [oldOnly, newOnly, standard];
-    const byPath = new Map([['old-only', oldOnly], ['new-only', newOnly], ['standard', standard]]);
     const published = await Promise.all(
       webhooks.flatMap((webhook) => [1, 2, 3].map(async () => ({ ...webhook, deliveryId: (await publishFor(h, webhook.key.projectId)).delivery_ids[0]! }))),
     );
@@ -73,21 +72,23 @@ describe('rotating a signing secret with a grace period', () => {
     const rotatedAt = Date.now();
 
     await Promise.all(published.map((d) => waitForDelivery(h, d.key.token, d.webhookId, d.deliveryId, (delivery) => delivery.status === 'delivered', 60_000)));
+    let checked = 0;
     for (const d of published) {
-      const afterRotation = (await attemptsOf(d.key.token, d.webhookId, d.deliveryId)).filter((attempt) => Date.parse(attempt.started_at) > rotatedAt);
-      expect(afterRotation.length).toBeGreaterThan(0);
+      const attempts = await attemptsOf(d.key.token, d.webhookId, d.deliveryId);
+      const afterRotation = attempts.filter((attempt) => Date.parse(attempt.started_at) > rotatedAt);
       expect(afterRotation.map((attempt) => attempt.outcome)).toEqual(afterRotation.map(() => 'succeeded'));
-    }
-    // What was sent after the rotation (a send in flight at that moment aside) carries both signatures, the new one first.
-    const lateRequests = receiver.requests.filter((request) => request.receivedAt > rotatedAt + 100);
-    expect(lateRequests.length).toBeGreaterThan(0);
-    for (const request of lateRequests) {
-      const signatures = String(request.headers['x-service-signature']).split(' ');
-      expect(signatures).toHaveLength(2);
-      const webhook = byPath.get(request.path.split('/').at(-1)!)!;
+      // An attempt started after the rotation read both secrets when it started: its request
+      // (the delivery's last) carries both signatures, the new one first. (A send in flight at
+      // the rotation may have delivered it before, signed with the old secret alone.)
+      if (afterRotation.length === 0) continue;
+      const request = receiver.requests.filter((r) => r.headers['x-service-delivery-id'] === d.deliveryId).at(-1)!;
       const timestamp = String(request.headers['x-service-timestamp']);
-      expect(signatures).toEqual([newSecrets.get(webhook.webhookId)!, webhook.secret].map((secret) => computeSignature(secret, timestamp, request.rawBody)));
+      expect(String(request.headers['x-service-signature']).split(' ')).toEqual(
+        [newSecrets.get(d.webhookId)!, d.secret].map((secret) => computeSignature(secret, timestamp, request.rawBody)),
+      );
+      checked += 1;
     }
+    expect(checked).toBeGreaterThan(0);
   });
 
   it('signs with the new secret alone once the grace period has ended', async () => {
