@@ -90,7 +90,8 @@ webhooksRouter
       summary: "List the project's webhooks, oldest first (cursor pagination)",
       request: { query: WebhookListQuerySchema },
       responses: {
-        200: success(envelope(z.array(WebhookListItemSchema), ListMetaSchema), 'A page of the webhooks of the project, oldest first', webhookLinks('$response.body#/data/0/id')),
+        // No links: a page may be empty, and a link to its first item would not resolve. The create response links them all.
+        200: success(envelope(z.array(WebhookListItemSchema), ListMetaSchema), 'A page of the webhooks of the project, oldest first'),
         ...errorResponses(400, 401, 403),
       },
     }),
