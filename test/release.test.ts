@@ -6,7 +6,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 
 /*
  * scripts/release.mjs in a scratch repository holding this checkout's package.json, CHANGELOG.md
- * and the script itself: it tags there, never here, and has no remote to push to.
+ * and the script itself: it tags and records there, never here, and has no remote to push to.
+ * And releases.json of this checkout: each release it records is a commit of this history.
  */
 
 const projectRoot = path.resolve(import.meta.dirname, '..');
@@ -54,9 +55,15 @@ describe('scripts/release.mjs', () => {
     const repo = scratchRepository();
     const result = await release(repo);
     expect(result).toMatchObject({ code: 0, stderr: '' });
-    expect(result.stdout).toContain(`git push origin v${version}`);
+    expect(result.stdout).toContain(`git push origin HEAD v${version}`);
     expect(git(repo, 'cat-file', '-t', `v${version}`)).toBe('tag');
-    expect(git(repo, 'rev-parse', `v${version}^{commit}`)).toBe(git(repo, 'rev-parse', 'HEAD'));
+    const released = git(repo, 'rev-parse', 'HEAD~1');
+    expect(git(repo, 'rev-parse', `v${version}^{commit}`)).toBe(released);
+    // The record is a commit of its own on top of the tagged one, and the tree is clean again.
+    expect(git(repo, 'log', '-1', '--format=%s')).toBe(`Record release v${version}: its commit in releases.json`);
+    expect(git(repo, 'status', '--porcelain')).toBe('');
+    const changelogDate = /^## \[[^\]]+\] - (\S+)$/m.exec(readFileSync(path.join(repo, 'CHANGELOG.md'), 'utf8'))?.[1];
+    expect(JSON.parse(readFileSync(path.join(repo, 'releases.json'), 'utf8'))).toEqual([{ version, commit: released, date: changelogDate }]);
     const message = git(repo, 'tag', '--list', '--format=%(contents)', `v${version}`);
     expect(message.split('\n')[0]).toBe(`webhook-delivery-service ${version}`);
     expect(message).toContain('### Added');
@@ -64,6 +71,11 @@ describe('scripts/release.mjs', () => {
 
     const again = await release(repo);
     expect(again).toMatchObject({ code: 1, stderr: `release: the tag v${version} already exists\n` });
+
+    // A clone without the tag still has the record, and the script will not record the version twice.
+    git(repo, 'tag', '--delete', `v${version}`);
+    expect(await release(repo)).toMatchObject({ code: 1, stderr: `release: releases.json already records ${version}\n` });
+    expect(git(repo, 'tag', '--list')).toBe('');
   });
 
   it('refuses a changelog without the version, and uncommitted changes, tagging nothing', async () => {
@@ -76,5 +88,16 @@ describe('scripts/release.mjs', () => {
     writeFileSync(path.join(dirty, 'package.json'), `${readFileSync(path.join(dirty, 'package.json'), 'utf8')}\n`);
     expect(await release(dirty)).toMatchObject({ code: 1, stderr: 'release: the working tree has uncommitted changes: commit them first\n' });
     for (const repo of [withoutVersion, dirty]) expect(git(repo, 'tag', '--list')).toBe('');
+  });
+
+  it("records in releases.json commits of this repository's history that carry each release's version and changelog section", () => {
+    const releases = JSON.parse(readFileSync(path.join(projectRoot, 'releases.json'), 'utf8')) as { version: string; commit: string; date: string }[];
+    expect(releases.length).toBeGreaterThanOrEqual(1);
+    for (const { version: recorded, commit, date } of releases) {
+      expect(git(projectRoot, 'cat-file', '-t', commit), `${recorded} at ${commit}`).toBe('commit');
+      expect(git(projectRoot, 'merge-base', '--is-ancestor', commit, 'HEAD') === '', `${recorded}: ${commit} is an ancestor of HEAD`).toBe(true);
+      expect((JSON.parse(git(projectRoot, 'show', `${commit}:package.json`)) as { version: string }).version).toBe(recorded);
+      expect(git(projectRoot, 'show', `${commit}:CHANGELOG.md`)).toContain(`## [${recorded}] - ${date}`);
+    }
   });
 });
