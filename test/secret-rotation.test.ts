@@ -5,7 +5,7 @@ import { insertWebhook, resealWebhookSecrets, rotateWebhookSecret } from '../src
 import { createApiKey } from '../src/db/queries/api-keys.ts';
 import { webhooks } from '../src/db/schema.ts';
 import { generateEncryptionKey, generateWebhookSecret, SecretBox } from '../src/secrets/crypto.ts';
-import { openWebhookHeaders, openWebhookSecret, openWebhookSigningSecrets } from '../src/db/sealing/webhooks.ts';
+import { openWebhookHeaders, openWebhookSigningSecrets } from '../src/db/sealing/webhooks.ts';
 import { openTestDatabase } from './support/database.ts';
 
 let database: DatabaseHandle;
@@ -38,7 +38,7 @@ it('rotates the encryption key: old rows open with the previous key, reseal move
     const [row] = await database.db.select().from(webhooks).where(eq(webhooks.id, id));
     expect(onlyNew.sealedWithOldKey(row!.secretSealed)).toBe(false);
     expect(onlyNew.sealedWithOldKey(row!.headersSealed!)).toBe(false);
-    expect(openWebhookSecret(onlyNew, row!)).toBe(secrets[i]);
+    expect(openWebhookSigningSecrets(onlyNew, row!, new Date())).toEqual([secrets[i]]);
     expect(openWebhookHeaders(onlyNew, row!)).toEqual({ 'X-Tag': 'kept' });
   }
 });

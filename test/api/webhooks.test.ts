@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eq } from 'drizzle-orm';
 import { webhooks } from '../../src/db/schema.ts';
 import { startHarness, type Harness } from '../support/harness.ts';
-import { openWebhookSecret, openWebhookSigningSecrets } from '../../src/db/sealing/webhooks.ts';
+import { openWebhookSigningSecrets } from '../../src/db/sealing/webhooks.ts';
 import { eraseExpiredPreviousSecrets } from '../../src/db/queries/webhooks.ts';
 
 const BASE = '/api-gateway/v2';
@@ -70,7 +70,7 @@ describe('POST /webhooks', () => {
     const [row] = await h.db.select().from(webhooks).where(eq(webhooks.id, created.id));
     expect(row!.secretSealed).not.toContain(created.secret);
     expect(row!.secretSealed).toMatch(/^v1:[0-9a-f]{8}:/);
-    expect(openWebhookSecret(h.secretBox, row!)).toBe(created.secret);
+    expect(openWebhookSigningSecrets(h.secretBox, row!, new Date())).toEqual([created.secret]);
   });
 
   it.each([
@@ -242,9 +242,8 @@ describe('POST /webhooks/{id}/rotate-secret', () => {
     expect(response.body.data.secret).not.toBe(created.secret);
     expect(response.body.message).toMatch(/shown only once/);
     const [row] = await h.db.select().from(webhooks).where(eq(webhooks.id, created.id));
-    expect(openWebhookSecret(h.secretBox, row!)).toBe(response.body.data.secret);
-    expect(response.body.data).not.toHaveProperty('previous_secret_expires_at');
     expect(openWebhookSigningSecrets(h.secretBox, row!, new Date())).toEqual([response.body.data.secret]);
+    expect(response.body.data).not.toHaveProperty('previous_secret_expires_at');
   });
 
   const rotate = (id: string, body?: unknown) => h.request('POST', `${BASE}/webhooks/${id}/rotate-secret`, { token: key.token, ...(body !== undefined && { body }) });

@@ -46,11 +46,6 @@ export const sealWebhookSecret = (box: SecretBox, webhookId: string, secret: str
 export const sealWebhookHeaders = (box: SecretBox, webhookId: string, headers: Record<string, string>): string =>
   box.seal(JSON.stringify(headers), sealContext(webhookId, 'headers'));
 
-/** The webhook's signing secret, opened; throws when the value belongs to another row or was altered. */
-export function openWebhookSecret(box: SecretBox, webhook: Pick<WebhookRow, 'id' | 'secretSealed'>): string {
-  return openSecret(box, webhook).secret;
-}
-
 /** Whether the secret a rotation replaced still signs at `at`. */
 export const previousSecretValid = (webhook: Pick<WebhookRow, 'previousSecretExpiresAt'>, at: Date): boolean =>
   webhook.previousSecretExpiresAt !== null && webhook.previousSecretExpiresAt > at;

@@ -6,6 +6,7 @@ import type { PortalEnv } from '../env.ts';
 import { PORTAL_BASE } from '../link.ts';
 import { formValue, formValues, pageSession, redirectAfterChange, render } from '../pages.ts';
 import { anyInFlight, deliveriesSection, deliveryPath, liveRegion, type DeliveryFilters } from '../views/deliveries.ts';
+import type { Markup } from '../views/layout.ts';
 import {
   confirmation,
   headersText,
@@ -64,18 +65,21 @@ async function orFormAgain(change: () => Promise<Response>, formAgain: (message:
   }
 }
 
-/** The question before an endpoint change that cannot be undone, posting to `<endpoint>/<action>`. */
-async function confirmationPage(
+/**
+ * The question before an endpoint change that cannot be undone: `form` gets the endpoint's URL,
+ * where to post (`<endpoint>/<action>`) and where cancelling goes back to.
+ */
+async function questionPage(
   c: Context<PortalEnv>,
   appFetch: AppFetch,
-  page: { title: string; action: string; question: (url: string) => string; consequence: string; confirmLabel: string },
+  page: { title: string; action: string; form: (url: string, action: string, endpoint: string) => Markup },
 ) {
   const id = c.req.param('id')!;
   const { data: webhook } = await answered(portalApi(c, appFetch).GET('/api-gateway/v2/webhooks/{id}', { params: { path: { id } } }));
   return render(
     c,
     { title: page.title, breadcrumbs: [...HOME, { href: webhookPath(id), label: webhook.url }] },
-    confirmation(pageSession(c), `${webhookPath(id)}/${page.action}`, page.question(webhook.url), page.consequence, page.confirmLabel, webhookPath(id)),
+    page.form(webhook.url, `${webhookPath(id)}/${page.action}`, webhookPath(id)),
   );
 }
 
@@ -204,27 +208,31 @@ export function webhookPages(appFetch: AppFetch) {
     .get('/webhooks/:id/edit', (c) => editPage(c, appFetch))
     .post('/webhooks/:id', (c) => updateEndpoint(c, appFetch))
     .get('/webhooks/:id/delete', (c) =>
-      confirmationPage(c, appFetch, {
+      questionPage(c, appFetch, {
         title: 'Delete endpoint',
         action: 'delete',
-        question: (url) => `Delete the endpoint ${url}?`,
-        consequence: 'Its deliveries and their pending retries are deleted with it. This cannot be undone.',
-        confirmLabel: 'Delete endpoint',
+        form: (url, action, endpoint) =>
+          confirmation(
+            pageSession(c),
+            action,
+            `Delete the endpoint ${url}?`,
+            'Its deliveries and their pending retries are deleted with it. This cannot be undone.',
+            'Delete endpoint',
+            endpoint,
+          ),
       }),
     )
     .post('/webhooks/:id/delete', async (c) => {
       await answered(portalApi(c, appFetch).DELETE('/api-gateway/v2/webhooks/{id}', { params: { path: { id: c.req.param('id') } } }));
       return redirectAfterChange(c, PORTAL_BASE, 'deleted');
     })
-    .get('/webhooks/:id/rotate-secret', async (c) => {
-      const id = c.req.param('id');
-      const { data: webhook } = await answered(portalApi(c, appFetch).GET('/api-gateway/v2/webhooks/{id}', { params: { path: { id } } }));
-      return render(
-        c,
-        { title: 'Rotate signing secret', breadcrumbs: [...HOME, { href: webhookPath(id), label: webhook.url }] },
-        rotateSecretForm(pageSession(c), `${webhookPath(id)}/rotate-secret`, webhook.url, webhookPath(id)),
-      );
-    })
+    .get('/webhooks/:id/rotate-secret', (c) =>
+      questionPage(c, appFetch, {
+        title: 'Rotate signing secret',
+        action: 'rotate-secret',
+        form: (url, action, endpoint) => rotateSecretForm(pageSession(c), action, url, endpoint),
+      }),
+    )
     .post('/webhooks/:id/rotate-secret', async (c) => {
       const id = c.req.param('id');
       // The API checks the value; a request without one (or 0) rotates with no grace period.

@@ -1,5 +1,6 @@
 import { html } from 'hono/html';
 import type { components } from '../../client/schema.ts';
+import { MAX_GRACE_PERIOD_SECONDS } from '../../api/schemas.ts';
 import { EVENT_KINDS } from '../../events/schema.ts';
 import { PORTAL_BASE } from '../link.ts';
 import { badge, csrfField, postButton, timestamp, type Markup, type PageSession } from './layout.ts';
@@ -155,7 +156,7 @@ const GRACE_PERIODS: ReadonlyArray<[seconds: number, label: string]> = [
   [0, 'None: the new secret alone signs every request from now on'],
   [3600, '1 hour'],
   [86400, '24 hours'],
-  [604800, '7 days'],
+  [MAX_GRACE_PERIOD_SECONDS, '7 days'],
 ];
 
 /** The rotation's question, with the choice of a grace period for the old secret. */
