@@ -10,7 +10,9 @@ import { describe, expect, inject, it } from 'vitest';
  * recorded by an earlier release (the file's name says what the workflow went through); the
  * current workflow code must replay it to the end without a non-determinism error. A change to
  * the commands a workflow emits is guarded with patched(), and a history recorded before it is
- * added here.
+ * added here. Files named `v<version>-…` are what that release had recorded when it stopped for
+ * an upgrade, open workflows included: the upgrade test writes them (UPDATE_HISTORIES=1 npm run
+ * test:upgrade) from the release before the working tree.
  *
  * The files are `History` messages in protobuf's binary form (`History.encode` of what
  * `handle.fetchHistory()` answers), not the JSON of `temporal workflow show -o json`: this SDK's

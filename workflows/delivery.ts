@@ -68,6 +68,13 @@ export interface RetryRequest {
   key?: string;
 }
 
+/**
+ * How long a delivery waits in line before asking again when its send result has no `recheckMs`:
+ * release 0.2.0's activity answered `turn` alone and its workflow asked again after 5 minutes.
+ * A history it recorded must replay with the same timer.
+ */
+const TURN_RECHECK_MS_OF_0_2_0 = 5 * 60 * 1000;
+
 /** The patch under which a retry that interrupts a round may continue the workflow as new. */
 const CONTINUE_AS_NEW_AFTER_INTERRUPT = 'continue-as-new-after-interrupt';
 
@@ -131,7 +138,7 @@ export async function deliveryWorkflow(input: DeliveryWorkflowInput): Promise<De
       const result = await sendFrom(attempt, projectId)(deliveryId, { attemptsBefore: attempt - 1 });
       if (typeof result === 'string') return result;
       attempt = result.attempt;
-      if (result.wait === 'turn') await condition(() => turnGiven, result.recheckMs);
+      if (result.wait === 'turn') await condition(() => turnGiven, result.recheckMs ?? TURN_RECHECK_MS_OF_0_2_0);
       // A new rate limit may bring a start forward: the turn signal ends the wait early.
       else if (result.wait === 'rate') await condition(() => turnGiven, result.waitMs);
       else await sleep(result.waitMs);
