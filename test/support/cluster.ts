@@ -37,6 +37,8 @@ export interface ClusterOptions {
   stateParent?: string;
   /** DATA_DIR itself, instead of a fresh folder in `stateParent`. */
   dataDir?: string;
+  /** The checkout whose `npm run cluster` drives it (an earlier release's, for the upgrade test); this one by default. */
+  root?: string;
 }
 
 /** A running production topology and the means to damage and repair it. */
@@ -63,6 +65,8 @@ export interface ClusterHandle {
   log(name: string): string;
   /** `down`, then the DATA_DIR removed (kept with KEEP_CLUSTER_DIR=1). */
   destroy(): Promise<CommandResult>;
+  /** From now on, `npm run cluster` of the checkout in `root` drives it (the working tree's, after an upgrade). */
+  driveWith(root: string): void;
 }
 
 /** The environment of the child processes: the test's own, minus what belongs to the test runner or would redirect the cluster. */
@@ -74,9 +78,9 @@ function baseEnv(): NodeJS.ProcessEnv {
   return env;
 }
 
-function runCluster(args: string[], env: NodeJS.ProcessEnv): Promise<CommandResult> {
+function runCluster(args: string[], env: NodeJS.ProcessEnv, root = REPO_ROOT): Promise<CommandResult> {
   return new Promise((resolve) => {
-    execFile('npm', ['run', '--silent', 'cluster', '--', ...args], { cwd: REPO_ROOT, env, maxBuffer: 16 * 1024 * 1024, timeout: 600_000 }, (error, stdout, stderr) =>
+    execFile('npm', ['run', '--silent', 'cluster', '--', ...args], { cwd: root, env, maxBuffer: 16 * 1024 * 1024, timeout: 600_000 }, (error, stdout, stderr) =>
       resolve({ code: error ? (typeof error.code === 'number' ? error.code : 1) : 0, stdout, stderr }),
     );
   });
@@ -110,6 +114,7 @@ export async function startClusterTopology(options: ClusterOptions): Promise<Clu
     TEMPORAL_SDK_METRICS_PORT: String(base + 17),
   };
   let status: ClusterStatus | undefined;
+  let root = options.root ?? REPO_ROOT;
   const layout = (): ClusterLayout => JSON.parse(readFileSync(path.join(dataDir, 'cluster', 'state.json'), 'utf8')).layout as ClusterLayout;
   const handle: ClusterHandle = {
     dataDir,
@@ -118,15 +123,15 @@ export async function startClusterTopology(options: ClusterOptions): Promise<Clu
       if (!status) throw new Error('the cluster has not been started');
       return status;
     },
-    cli: (args, extra = {}) => runCluster(args, { ...env, ...extra }),
+    cli: (args, extra = {}) => runCluster(args, { ...env, ...extra }, root),
     async up(args = []) {
-      const result = await runCluster(['up', '--json', ...args], env);
+      const result = await runCluster(['up', '--json', ...args], env, root);
       if (result.code !== 0) throw new Error(`npm run cluster -- up failed (${result.code}):\n${result.stderr}`);
       status = parseStatus(result, 'up');
       return status;
     },
     async refresh() {
-      status = parseStatus(await runCluster(['status', '--json'], env), 'status');
+      status = parseStatus(await runCluster(['status', '--json'], env, root), 'status');
       return status;
     },
     pid(role, index = 0) {
@@ -152,9 +157,12 @@ export async function startClusterTopology(options: ClusterOptions): Promise<Clu
       return existsSync(file) ? readFileSync(file, 'utf8') : '';
     },
     async destroy() {
-      const result = await runCluster(['down'], env);
+      const result = await runCluster(['down'], env, root);
       if (!process.env.KEEP_CLUSTER_DIR) rmSync(dataDir, { recursive: true, force: true });
       return result;
+    },
+    driveWith(next) {
+      root = next;
     },
   };
   try {

@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, linkSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { startGroup, type GroupProcess } from './embedded-service.ts';
 import { serviceNodeFlags } from './service-command.ts';
@@ -8,7 +8,9 @@ import { serviceNodeFlags } from './service-command.ts';
  * Earlier releases of the service, run for real from their own code: the upgrade test starts one
  * on a data directory and the working tree after it. A release is found in releases.json (a
  * clone may not carry tags), its files taken from this repository's history with `git archive`,
- * and its dependencies installed with `npm ci` once, into .tools/releases/<version>.
+ * and its dependencies installed with `npm ci` once, into .tools/releases/<version>. The Temporal
+ * binaries this checkout built are hard-linked into the release's own .tools: a release that pins
+ * the same versions uses them as they are, and one that pins others builds its own over the links.
  */
 
 const projectRoot = path.resolve(import.meta.dirname, '../..');
@@ -38,14 +40,34 @@ export function previousRelease(): Release {
 export function prepareRelease(release: Release): string {
   const dir = path.join(RELEASES_DIR, release.version);
   const done = path.join(dir, '.prepared');
-  if (existsSync(done) && readFileSync(done, 'utf8') === release.commit) return dir;
-  rmSync(dir, { recursive: true, force: true });
-  mkdirSync(dir, { recursive: true });
-  const archive = execFileSync('git', ['-C', projectRoot, 'archive', '--format=tar', release.commit], { maxBuffer: 512 * 1024 * 1024 });
-  execFileSync('tar', ['-x', '-C', dir], { input: archive });
-  execFileSync('npm', ['ci', '--no-audit', '--no-fund', '--loglevel=error'], { cwd: dir, stdio: ['ignore', 'ignore', 'inherit'] });
-  writeFileSync(done, release.commit);
+  if (!existsSync(done) || readFileSync(done, 'utf8') !== release.commit) {
+    rmSync(dir, { recursive: true, force: true });
+    mkdirSync(dir, { recursive: true });
+    const archive = execFileSync('git', ['-C', projectRoot, 'archive', '--format=tar', release.commit], { maxBuffer: 512 * 1024 * 1024 });
+    execFileSync('tar', ['-x', '-C', dir], { input: archive });
+    execFileSync('npm', ['ci', '--no-audit', '--no-fund', '--loglevel=error'], { cwd: dir, stdio: ['ignore', 'ignore', 'inherit'] });
+    writeFileSync(done, release.commit);
+  }
+  linkTree(path.join(projectRoot, '.tools', 'bin'), path.join(dir, '.tools', 'bin'), (name) => name.startsWith('temporal'));
+  linkTree(path.join(projectRoot, '.tools', 'share'), path.join(dir, '.tools', 'share'), (name) => name.startsWith('temporal'));
   return dir;
+}
+
+/** Hard-links the files of `from` (the entries `take` accepts, folders whole) into `to`, replacing what is there. */
+function linkTree(from: string, to: string, take: (name: string) => boolean = () => true): void {
+  if (!existsSync(from)) return;
+  mkdirSync(to, { recursive: true });
+  for (const entry of readdirSync(from, { withFileTypes: true })) {
+    if (!take(entry.name)) continue;
+    const source = path.join(from, entry.name);
+    const target = path.join(to, entry.name);
+    if (entry.isDirectory()) {
+      linkTree(source, target);
+    } else {
+      rmSync(target, { force: true });
+      linkSync(source, target);
+    }
+  }
 }
 
 /** `src/main.ts [role]` of the release in `dir`, with its own `npm start` flags, as its own process group. */
