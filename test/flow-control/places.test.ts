@@ -292,11 +292,17 @@ describe('one attempt in flight per delivery', () => {
     const { ids } = await webhookWithDeliveries(1);
     const id = ids[0]!;
     const short = { ...limits, holdMs: 600 };
+    const beforeFirst = Date.now();
     expect(await decisionOf(acquire(id, short, 1))).toBe('granted');
-    // Attempt 1's worker stopped answering; the server retries the activity: attempt 2 waits out attempt 1's hold.
+    // Attempt 1's worker stopped answering; the server retries the activity: attempt 2 waits out
+    // attempt 1's hold, what is left of its 600 ms (less what the two calls took, give or take
+    // the few milliseconds the database's clock and this one differ).
     const fenced = await acquire(id, short, 2);
+    const elapsed = Date.now() - beforeFirst;
     expect(fenced).toMatchObject({ decision: 'wait_until', reason: 'attempt' });
-    expect(fenced.decision === 'wait_until' && fenced.waitMs).toBeGreaterThan(300);
+    const waitMs = fenced.decision === 'wait_until' ? fenced.waitMs : 0;
+    expect(waitMs).toBeGreaterThanOrEqual(600 - elapsed - 10);
+    expect(waitMs).toBeLessThanOrEqual(600);
     await new Promise((resolve) => setTimeout(resolve, 650));
     expect(await decisionOf(acquire(id, short, 3))).toBe('granted');
     // Attempt 1 ends late: its release does not free attempt 3's places.
@@ -345,14 +351,24 @@ describe('the rate limit', () => {
   it("spaces the starts by the webhook's rate limit, each waiting delivery with a start time of its own", async () => {
     const { ids } = await webhookWithDeliveries(3, { rateLimit: 4 });
     const wide = { ...limits, webhookMaxInFlight: 10 };
+    // 4 a second: starts 250 ms apart. Each wait is counted from the moment its call is answered,
+    // so what the calls took (a loaded machine) is taken off it: bounds from the clock, not fixed.
+    const beforeFirst = Date.now();
     expect(await decisionOf(acquire(ids[0]!, wide))).toBe('granted');
+    const beforeSecond = Date.now();
     const second = await acquire(ids[1]!, wide);
+    const afterSecond = Date.now();
     const third = await acquire(ids[2]!, wide);
+    const afterThird = Date.now();
     const waitOf = (decision: PlaceDecision) => (decision.decision === 'wait_until' ? decision.waitMs : 0);
+    // The database's clock and this one agree within a few milliseconds.
+    const skewMs = 10;
     expect(second).toMatchObject({ decision: 'wait_until', reason: 'rate' });
-    expect(waitOf(second)).toBeGreaterThan(150);
+    expect(waitOf(second)).toBeGreaterThanOrEqual(250 - (afterSecond - beforeFirst) - skewMs);
     expect(waitOf(second)).toBeLessThanOrEqual(250);
-    expect(waitOf(third) - waitOf(second)).toBeGreaterThan(200);
+    expect(third).toMatchObject({ decision: 'wait_until', reason: 'rate' });
+    expect(waitOf(third) - waitOf(second)).toBeGreaterThanOrEqual(250 - (afterThird - beforeSecond) - skewMs);
+    expect(waitOf(third) - waitOf(second)).toBeLessThanOrEqual(250 + skewMs);
     await new Promise((resolve) => setTimeout(resolve, waitOf(second) + 20));
     // Its start time has come: the next activity of the delivery is granted without a new reservation.
     expect(await decisionOf(acquire(ids[1]!, wide, 2))).toBe('granted');
