@@ -3,6 +3,7 @@ import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSy
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { recordedReleases } from './support/releases.ts';
 
 /*
  * scripts/release.mjs in a scratch repository holding this checkout's package.json, CHANGELOG.md
@@ -91,7 +92,7 @@ describe('scripts/release.mjs', () => {
   });
 
   it("records in releases.json commits of this repository's history that carry each release's version and changelog section", () => {
-    const releases = JSON.parse(readFileSync(path.join(projectRoot, 'releases.json'), 'utf8')) as { version: string; commit: string; date: string }[];
+    const releases = recordedReleases();
     expect(releases.length).toBeGreaterThanOrEqual(1);
     for (const { version: recorded, commit, date } of releases) {
       expect(git(projectRoot, 'cat-file', '-t', commit), `${recorded} at ${commit}`).toBe('commit');

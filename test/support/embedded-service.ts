@@ -117,13 +117,13 @@ export async function waitForReady(service: GroupProcess, port: number): Promise
   throw new Error(`the service did not become ready (${exited ? 'it exited' : last}):\n${lastLines(service.output())}`);
 }
 
-/** How the process ended, failing after 30 s. */
-export async function waitForExit(service: GroupProcess): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
+/** How the process ended, failing after `timeoutMs` (30 s). */
+export async function waitForExit(service: GroupProcess, timeoutMs = EXIT_TIMEOUT_MS): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
   let timer: NodeJS.Timeout | undefined;
   const limit = new Promise<never>((_, reject) => {
     timer = setTimeout(
-      () => reject(new Error(`the process did not exit within ${EXIT_TIMEOUT_MS / 1000} s:\n${lastLines(service.output())}`)),
-      EXIT_TIMEOUT_MS,
+      () => reject(new Error(`the process did not exit within ${timeoutMs / 1000} s:\n${lastLines(service.output())}`)),
+      timeoutMs,
     );
   });
   try {

@@ -23,9 +23,14 @@ export interface Release {
   date: string;
 }
 
+/** Every release releases.json records, oldest first. */
+export function recordedReleases(): Release[] {
+  return JSON.parse(readFileSync(path.join(projectRoot, 'releases.json'), 'utf8')) as Release[];
+}
+
 /** The newest release recorded before this checkout's own commit: what an upgrade starts from. */
 export function previousRelease(): Release {
-  const releases = JSON.parse(readFileSync(path.join(projectRoot, 'releases.json'), 'utf8')) as Release[];
+  const releases = recordedReleases();
   const head = execFileSync('git', ['-C', projectRoot, 'rev-parse', 'HEAD'], { encoding: 'utf8' }).trim();
   const earlier = releases.filter((release) => release.commit !== head);
   const release = earlier.at(-1);

@@ -50,10 +50,8 @@ async function embeddedTopology(): Promise<UpgradeTopology & { stopNew(): Promis
       await waitForReady(running, ports.api);
     },
     async stopOld() {
-      const old = running!;
-      old.child.kill('SIGTERM');
-      const stopped = await Promise.race([old.exited, new Promise<undefined>((resolve) => setTimeout(resolve, OLD_RELEASE_STOP_MS))]);
-      expect(stopped, `the old release did not stop within ${OLD_RELEASE_STOP_MS / 1000} s:\n${lastLines(old.output())}`).toMatchObject({ code: 0 });
+      running!.child.kill('SIGTERM');
+      expect(await waitForExit(running!, OLD_RELEASE_STOP_MS)).toMatchObject({ code: 0 });
     },
     async startNew() {
       running = startService(env);

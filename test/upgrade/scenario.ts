@@ -6,7 +6,9 @@ import { bundleWorkflowCode, Worker } from '@temporalio/worker';
 import { expect } from 'vitest';
 import { verifyWebhook } from '../../src/receiver/index.ts';
 import { WORKFLOWS_PATH } from '../../src/temporal/worker.ts';
+import { waitFor } from '../faults/wait.ts';
 import { docauthData } from '../support/event-data.ts';
+import { call as request } from '../support/http.ts';
 import { startHttpsReceiver, type HttpsReceiver } from '../support/https-receiver.ts';
 import type { Release } from '../support/releases.ts';
 
@@ -111,25 +113,19 @@ async function fetchHistories(address: string, ids: Map<string, string>): Promis
   }
 }
 
-async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs: number, topology: UpgradeTopology): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`gave up waiting for ${what} after ${timeoutMs / 1000} s:\n${topology.logs()}`);
-    await new Promise((resolve) => setTimeout(resolve, 500));
-  }
+/** {@link waitFor}, its timeout message followed by what the running code logged. */
+function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs: number, topology: UpgradeTopology): Promise<T> {
+  return waitFor(what, probe, { timeoutMs, intervalMs: 500 }).catch((error: Error) => {
+    throw new Error(`${error.message}\n${topology.logs()}`);
+  });
 }
 
 /** The management API and the producers' door of whichever release runs. */
 function apiOf(topology: UpgradeTopology) {
   const call = async <T>(token: string, method: string, route: string, body?: unknown) => {
-    const response = await fetch(`${topology.api()}${route}`, {
-      method,
-      headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' },
-      ...(body !== undefined && { body: JSON.stringify(body) }),
-    });
-    return { status: response.status, body: (await response.json().catch(() => undefined)) as { data: T } };
+    const answer = await request(`${topology.api()}${route}`, { method, token, body });
+    if (typeof answer === 'string') throw new Error(`${method} ${route}: no answer (${answer})`);
+    return answer as { status: number; body: { data: T } };
   };
   return {
     call,
