@@ -2,7 +2,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { DevServer } from '../../src/local/dev-server.ts';
 import { startOwnDevServer } from '../support/dev-server.ts';
 import { retrySignal } from '../../workflows/delivery.ts';
-import { waitFor } from '../faults/wait.ts';
+import { waitFor } from '../support/wait.ts';
 import { startHarness, type Harness } from '../support/harness.ts';
 import { startHttpsReceiver, type HttpsReceiver } from '../support/https-receiver.ts';
 import { createWebhookFor, publishFor } from './support.ts';

@@ -10,7 +10,7 @@ import { deliveries, deliveryAttempts, webhooks } from '../../src/db/schema.ts';
 import { retrySignal } from '../../workflows/delivery.ts';
 import { docauthData, startHarness, type Harness } from '../support/harness.ts';
 import { peakConcurrency, startHttpsReceiver, type HttpsReceiver } from '../support/https-receiver.ts';
-import { waitFor } from '../faults/wait.ts';
+import { waitFor } from '../support/wait.ts';
 import { BASE, createWebhookFor, publishFor, waitForDelivery } from './support.ts';
 
 let h: Harness;

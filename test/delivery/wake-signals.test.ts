@@ -3,7 +3,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { deliveries } from '../../src/db/schema.ts';
 import { MAX_DELIVERY_TIMEOUT_MS } from '../../workflows/send-limits.ts';
 import type { DevServer } from '../../src/local/dev-server.ts';
-import { waitFor } from '../faults/wait.ts';
+import { waitFor } from '../support/wait.ts';
 import { startOwnDevServer } from '../support/dev-server.ts';
 import { startHarness, type Harness } from '../support/harness.ts';
 import { startHttpsReceiver, type HttpsReceiver } from '../support/https-receiver.ts';

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { BASE, createWebhookFor, publishFor, waitForDelivery } from '../delivery/support.ts';
 import { startHarness, type Harness } from '../support/harness.ts';
 import { startHttpsReceiver, type HttpsReceiver } from '../support/https-receiver.ts';
+import { waitFor } from '../support/wait.ts';
 
 let h: Harness;
 let receiver: HttpsReceiver;
@@ -20,6 +21,21 @@ afterAll(async () => {
 
 const webhookOf = async (token: string, id: string) => (await h.request('GET', `${BASE}/webhooks/${id}`, { token })).body.data;
 
+/**
+ * Waits until the delivery's markDeadLetter (a local activity, so a marker in the history) has
+ * completed: the rule is applied after the dead letter is stored, so `dead_letter` shows in the
+ * API a moment before the rule's outcome.
+ */
+async function deadLetterActivityDone(deliveryId: string): Promise<void> {
+  const text = new TextDecoder();
+  await waitFor(`markDeadLetter of ${deliveryId} to complete`, async () => {
+    const { events = [] } = await h.client.workflow.getHandle(deliveryId).fetchHistory();
+    return events.some((e) =>
+      Object.values(e.markerRecordedEventAttributes?.details ?? {}).some((p) => p.payloads?.some((one) => text.decode(one.data ?? undefined).includes('"markDeadLetter"'))),
+    );
+  });
+}
+
 it('disables a webhook whose every attempt failed for the period with enough dead letters; a success in between resets the clock', async () => {
   answers.set('failing', 503).set('flaky', 503);
   const failing = await createWebhookFor(h, `${receiver.url}/failing`);
@@ -36,6 +52,7 @@ it('disables a webhook whose every attempt failed for the period with enough dea
   const [flakySecond] = (await publishFor(h, flaky.key.projectId)).delivery_ids;
 
   for (const id of failingIds) await waitForDelivery(h, failing.key.token, failing.webhookId, id, (d) => d.status === 'dead_letter', 60_000);
+  for (const id of failingIds) await deadLetterActivityDone(id);
   const disabled = await webhookOf(failing.key.token, failing.webhookId);
   expect(disabled).toMatchObject({
     status: 'disabled',
@@ -46,6 +63,7 @@ it('disables a webhook whose every attempt failed for the period with enough dea
   expect(await h.metrics.registry.metrics()).toContain('webhook_auto_disabled_total 1');
 
   await waitForDelivery(h, flaky.key.token, flaky.webhookId, flakySecond!, (d) => d.status === 'dead_letter', 60_000);
+  await deadLetterActivityDone(flakySecond!);
   expect(await webhookOf(flaky.key.token, flaky.webhookId)).toMatchObject({ status: 'active' });
   expect((await webhookOf(flaky.key.token, flaky.webhookId)).disabled_reason).toBeUndefined();
 

@@ -5,7 +5,7 @@
  */
 import { expect } from 'vitest';
 import { EVENTS, finish, RATE, type ScenarioContext } from './scenario.ts';
-import { sleep, waitFor } from './wait.ts';
+import { sleep, waitFor } from '../support/wait.ts';
 import { Publisher, waitUntilSettled, type Deployment } from './workload.ts';
 
 export async function killApiWhilePublishing(

@@ -20,7 +20,7 @@ import { freePort } from '../support/ports.ts';
 import { serviceNodeFlags } from '../support/service-command.ts';
 import { newestBinDir } from '../../src/local/cluster/postgres.ts';
 import { httpOk } from '../../src/local/cluster/processes.ts';
-import { waitFor } from './wait.ts';
+import { waitFor } from '../support/wait.ts';
 import { createScenarioKeys, type Deployment } from './workload.ts';
 
 const run = promisify(execFile);

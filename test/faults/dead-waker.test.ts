@@ -6,7 +6,7 @@ import { deliveries } from '../../src/db/schema.ts';
 import { acquireSendPlaces, releaseSendPlaces } from '../../src/flow-control/places.ts';
 import { SecretBox } from '../../src/secrets/crypto.ts';
 import { useScenario } from './scenario.ts';
-import { waitFor } from './wait.ts';
+import { waitFor } from '../support/wait.ts';
 import { docauthData, Publisher, report, statusCounts } from './workload.ts';
 
 const ENCRYPTION_KEY = randomBytes(32).toString('base64');

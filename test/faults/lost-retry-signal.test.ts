@@ -2,7 +2,7 @@ import { and, eq, inArray } from 'drizzle-orm';
 import { expect, it } from 'vitest';
 import { deliveries } from '../../src/db/schema.ts';
 import { useScenario } from './scenario.ts';
-import { waitFor } from './wait.ts';
+import { waitFor } from '../support/wait.ts';
 import { Publisher, report, statusCounts } from './workload.ts';
 
 /** The repair check runs every 5 s here, and looks at deliveries left as they are for 10 s. */

@@ -1,7 +1,7 @@
 import { it } from 'vitest';
 import { outageRecovery, OUTAGE_ENV } from './outage-recovery.ts';
 import { useScenario } from './scenario.ts';
-import { sleep } from './wait.ts';
+import { sleep } from '../support/wait.ts';
 
 const scenario = useScenario('outage-recovery', OUTAGE_ENV);
 

@@ -10,7 +10,7 @@ import { deliveries, deliveryAttempts } from '../../src/db/schema.ts';
 import { call } from '../support/http.ts';
 import { DedupeReceiver } from './receiver.ts';
 import type { ScenarioContext } from './scenario.ts';
-import { waitFor } from './wait.ts';
+import { waitFor } from '../support/wait.ts';
 import { account, createWebhook, Publisher, report, statusCounts, waitUntilSettled, type Deployment, type ScenarioWebhook } from './workload.ts';
 
 /** Webhooks (each with its own customer endpoint) and events per webhook: 4 x 500 = 2,000 dead letters. */

@@ -1,5 +1,5 @@
 import { expect, it } from 'vitest';
-import { sleep, waitFor } from './wait.ts';
+import { sleep, waitFor } from '../support/wait.ts';
 import { EVENTS, finish, midRun, RATE, useScenario } from './scenario.ts';
 import { call, isV2ErrorBody, type HttpAnswer, type NoAnswer } from '../support/http.ts';
 import { docauthData, Publisher, waitUntilSettled } from './workload.ts';

@@ -2,7 +2,7 @@ import { expect, it } from 'vitest';
 import { EVENTS, finish, midRun, RATE, useProductionScenario } from './scenario.ts';
 import { call, isV2ErrorBody } from '../support/http.ts';
 import { Publisher, waitUntilSettled } from './workload.ts';
-import { sleep } from './wait.ts';
+import { sleep } from '../support/wait.ts';
 
 const scenario = useProductionScenario('prod-postgres-stop');
 

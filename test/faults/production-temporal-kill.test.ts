@@ -1,7 +1,7 @@
 import { expect, it } from 'vitest';
 import { EVENTS, finish, midRun, RATE, useProductionScenario } from './scenario.ts';
 import { Publisher, waitUntilSettled } from './workload.ts';
-import { sleep } from './wait.ts';
+import { sleep } from '../support/wait.ts';
 
 const scenario = useProductionScenario('prod-temporal-kill');
 

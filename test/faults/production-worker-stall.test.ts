@@ -5,7 +5,7 @@ import { parseConfig } from '../../src/config.ts';
 import { deliveries } from '../../src/db/schema.ts';
 import { connectToTemporal } from '../../src/temporal/connection.ts';
 import { finish, useProductionScenario } from './scenario.ts';
-import { waitFor } from './wait.ts';
+import { waitFor } from '../support/wait.ts';
 import { Publisher, statusCounts, waitUntilSettled } from './workload.ts';
 
 /** Longer than the send activity's heartbeat timeout (10 s): Temporal retries the stalled worker's attempts elsewhere. */

@@ -1,7 +1,7 @@
 import { eq, inArray } from 'drizzle-orm';
 import { expect, it } from 'vitest';
 import { deliveries, deliveryAttempts } from '../../src/db/schema.ts';
-import { sleep, waitFor } from './wait.ts';
+import { sleep, waitFor } from '../support/wait.ts';
 import { EVENTS, finish, RATE, useScenario } from './scenario.ts';
 import { call } from '../support/http.ts';
 import { Publisher, statusCounts, waitUntilSettled, type ScenarioWebhook } from './workload.ts';

@@ -4,7 +4,7 @@ import type { LoopbackHost } from '../../bench/lib/loopback-certificate.ts';
 import { startCluster, type Cluster } from './cluster.ts';
 import { startProductionCluster, type ProductionCluster } from './production.ts';
 import { DedupeReceiver } from './receiver.ts';
-import { waitFor } from './wait.ts';
+import { waitFor } from '../support/wait.ts';
 import {
   account,
   createWebhook,

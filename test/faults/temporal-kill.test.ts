@@ -1,5 +1,5 @@
 import { expect, it } from 'vitest';
-import { sleep } from './wait.ts';
+import { sleep } from '../support/wait.ts';
 import { EVENTS, finish, midRun, RATE, useScenario } from './scenario.ts';
 import { Publisher, waitUntilSettled } from './workload.ts';
 

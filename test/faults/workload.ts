@@ -14,7 +14,7 @@ import { docauthData as sharedDocauthData } from '../support/event-data.ts';
 import type { Database } from '../../src/db/client.ts';
 import { call, isV2ErrorBody, type NoAnswer } from '../support/http.ts';
 import type { DedupeReceiver } from './receiver.ts';
-import { sleep, waitFor } from './wait.ts';
+import { sleep, waitFor } from '../support/wait.ts';
 
 /** What the workload needs of the service under test, whichever topology runs it. */
 export interface Deployment {

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config.ts';
 import { queryRows } from '../../src/db/client.ts';
 import { createMetrics, renderMetrics } from '../../src/metrics.ts';
-import { waitFor } from '../faults/wait.ts';
+import { waitFor } from '../support/wait.ts';
 import { BASE, publishFor, waitForDelivery } from '../delivery/support.ts';
 import { startHarness, type Harness } from '../support/harness.ts';
 import { makeSelfSignedCertificate, peakConcurrency, startHttpsReceiver, type HttpsReceiver } from '../support/https-receiver.ts';

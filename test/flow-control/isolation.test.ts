@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { waitFor } from '../faults/wait.ts';
+import { waitFor } from '../support/wait.ts';
 import { BASE, createWebhookFor, publishFor, waitForDelivery } from '../delivery/support.ts';
 import { startHarness, type Harness } from '../support/harness.ts';
 import { peakConcurrency, startHttpsReceiver, type HttpsReceiver, type ReceiverBehaviour } from '../support/https-receiver.ts';

@@ -6,7 +6,7 @@ import { createRetryOperation, findOperation, type OperationView } from '../../s
 import { deliveries } from '../../src/db/schema.ts';
 import { findWebhook } from '../../src/db/queries/webhooks.ts';
 import { bulkRetryWorkflow } from '../../workflows/bulk-retry.ts';
-import { waitFor } from '../faults/wait.ts';
+import { waitFor } from '../support/wait.ts';
 import { docauthData, startHarness, type Harness } from '../support/harness.ts';
 import { startHttpsReceiver, type HttpsReceiver } from '../support/https-receiver.ts';
 

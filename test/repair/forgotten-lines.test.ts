@@ -5,7 +5,7 @@ import { markEventDispatched, recordEvent } from '../../src/db/queries/events.ts
 import { acquireSendPlaces, releaseSendPlaces } from '../../src/flow-control/places.ts';
 import { wakeForgottenLines } from '../../src/repair/forgotten-lines.ts';
 import { createWebhookFor, publishFor, waitForDelivery } from '../delivery/support.ts';
-import { waitFor } from '../faults/wait.ts';
+import { waitFor } from '../support/wait.ts';
 import { docauthData, startHarness, type Harness } from '../support/harness.ts';
 import { startHttpsReceiver, type HttpsReceiver } from '../support/https-receiver.ts';
 

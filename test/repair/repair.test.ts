@@ -8,7 +8,7 @@ import { acquireSendPlaces } from '../../src/flow-control/places.ts';
 import { ensureRepairSchedule, repairScheduleId } from '../../src/temporal/schedules.ts';
 import { ABANDONED_ATTEMPT_REASON, repairStuckDeliveries } from '../../src/repair/stuck-deliveries.ts';
 import { BASE, createWebhookFor, publishFor, waitForDelivery } from '../delivery/support.ts';
-import { waitFor } from '../faults/wait.ts';
+import { waitFor } from '../support/wait.ts';
 import { docauthData, startHarness, type Harness } from '../support/harness.ts';
 import { startHttpsReceiver, type HttpsReceiver } from '../support/https-receiver.ts';
 

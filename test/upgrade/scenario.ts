@@ -6,7 +6,7 @@ import { bundleWorkflowCode, Worker } from '@temporalio/worker';
 import { expect } from 'vitest';
 import { verifyWebhook } from '../../src/receiver/index.ts';
 import { WORKFLOWS_PATH } from '../../src/temporal/worker.ts';
-import { waitFor } from '../faults/wait.ts';
+import { waitFor } from '../support/wait.ts';
 import { docauthData } from '../support/event-data.ts';
 import { call as request } from '../support/http.ts';
 import { startHttpsReceiver, type HttpsReceiver } from '../support/https-receiver.ts';

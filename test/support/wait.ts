@@ -1,4 +1,4 @@
-/** Waiting helpers of the fault suite. */
+/** Waiting helpers of the tests. */
 
 export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
