@@ -29,7 +29,7 @@ const webhookOf = async (token: string, id: string) => (await h.request('GET', `
 async function deadLetterActivityDone(deliveryId: string): Promise<void> {
   const text = new TextDecoder();
   await waitFor(`markDeadLetter of ${deliveryId} to complete`, async () => {
-    const { events = [] } = await h.client.workflow.getHandle(deliveryId).fetchHistory();
+    const events = (await h.client.workflow.getHandle(deliveryId).fetchHistory()).events ?? [];
     return events.some((e) =>
       Object.values(e.markerRecordedEventAttributes?.details ?? {}).some((p) => p.payloads?.some((one) => text.decode(one.data ?? undefined).includes('"markDeadLetter"'))),
     );
