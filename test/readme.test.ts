@@ -1,5 +1,4 @@
-import { execFile } from 'node:child_process';
-import { mkdtemp, readdir, readFile, rm, symlink } from 'node:fs/promises';
+import { mkdtemp, readdir, rm, symlink } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -13,6 +12,7 @@ import {
   type GroupProcess,
 } from './support/embedded-service.ts';
 import { portIsFree } from '../src/local/cluster/processes.ts';
+import { readmeCommands, runToEnd } from './support/readme.ts';
 
 /*
  * The README's first delivery, run as written: its commands are read from README.md, in order,
@@ -32,17 +32,6 @@ const RUNS_UNTIL_STOPPED = [
   { command: /\blisten --create-webhook\b/, ready: /^Listening on https:/m, receives: true },
 ];
 
-/** The shell commands of the README's "A first delivery" section, up to its first subsection. */
-async function firstDeliveryCommands(): Promise<string[]> {
-  const readme = await readFile(path.join(projectRoot, 'README.md'), 'utf8');
-  const start = readme.indexOf('\n## A first delivery\n');
-  expect(start, 'README.md has no "A first delivery" section').toBeGreaterThan(0);
-  const section = readme.slice(start + 1).split(/\n#{2,3} /)[0]!;
-  return [...section.matchAll(/^```sh\n([\s\S]*?)^```$/gm)].flatMap((block) =>
-    block[1]!.split('\n').filter((line) => line.trim() !== ''),
-  );
-}
-
 /** A directory with every file of the checkout but `.data`, `.git` and build output. */
 async function freshCheckout(): Promise<string> {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'readme-checkout-'));
@@ -51,18 +40,6 @@ async function freshCheckout(): Promise<string> {
     await symlink(path.join(projectRoot, entry), path.join(dir, entry));
   }
   return dir;
-}
-
-/** Runs one command to its end in bash; answers the environment it leaves (its `export`s). */
-function runToEnd(command: string, env: NodeJS.ProcessEnv, cwd: string): Promise<NodeJS.ProcessEnv> {
-  const marker = '\0environment\0';
-  return new Promise((resolve, reject) => {
-    execFile('bash', ['-ec', `${command}\nprintf '\\0environment\\0'; env -0`], { cwd, env, timeout: 60_000 }, (error, stdout, stderr) => {
-      if (error) return reject(new Error(`\`${command}\` failed (${error.message}):\n${stdout}\n${stderr}`));
-      const pairs = stdout.slice(stdout.lastIndexOf(marker) + marker.length).split('\0').filter(Boolean);
-      resolve(Object.fromEntries(pairs.map((pair) => [pair.slice(0, pair.indexOf('=')), pair.slice(pair.indexOf('=') + 1)])));
-    });
-  });
 }
 
 async function waitForOutput(group: GroupProcess, pattern: RegExp, what: string, timeoutMs = 120_000): Promise<void> {
@@ -107,7 +84,7 @@ describe.skipIf(process.env.DATABASE_URL !== undefined)("the README's first deli
   it(
     'shows a delivery with a verified signature within five commands, on a fresh checkout',
     async () => {
-      const commands = await firstDeliveryCommands();
+      const commands = await readmeCommands('## A first delivery');
       expect(commands.length).toBeGreaterThan(0);
       expect(commands.length).toBeLessThanOrEqual(MAX_COMMANDS);
       expect(await portIsFree(LISTEN_PORT), `listen needs 127.0.0.1:${LISTEN_PORT}`).toBe(true);
@@ -118,7 +95,7 @@ describe.skipIf(process.env.DATABASE_URL !== undefined)("the README's first deli
       for (const command of commands) {
         const longRunning = RUNS_UNTIL_STOPPED.find((entry) => entry.command.test(command));
         if (!longRunning) {
-          env = await runToEnd(command, env, checkout);
+          env = (await runToEnd(command, env, checkout)).env;
           continue;
         }
         const group = startGroup('bash', ['-c', command], env, checkout);
