@@ -41,6 +41,7 @@ USER node
 
 EXPOSE 8080
 # The api role's readiness (the worker role has no API: compose gives it a check of its own).
+# No spaces in the script: podman's Docker API splits a check's arguments on spaces.
 HEALTHCHECK --interval=10s --timeout=5s --start-period=30s --retries=3 \
-  CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.PORT || 8080) + '/readyz').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
+  CMD ["node", "-e", "fetch('http://127.0.0.1:'+(process.env.PORT||8080)+'/readyz').then((r)=>process.exit(r.ok?0:1),()=>process.exit(1))"]
 CMD ["npm", "run", "api"]

@@ -4,7 +4,7 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
-    exclude: ['test/faults/**', 'test/cluster/**', 'test/schemathesis/**', 'test/helm/**', 'test/observability/**', 'test/upgrade/**'],
+    exclude: ['test/faults/**', 'test/cluster/**', 'test/schemathesis/**', 'test/helm/**', 'test/observability/**', 'test/upgrade/**', 'test/compose/**'],
     globalSetup: ['test/global-setup.ts'],
     pool: 'forks',
     // Files mostly wait (on retry backoffs, servers, timers) rather than compute: two at a time

@@ -1,4 +1,4 @@
-import { readdirSync, readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { PROMETHEUS_VERSION } from '../scripts/promtool.mjs';
@@ -31,6 +31,7 @@ const EXPECTED_SERVICES = [
   'temporal',
   'temporal-create-namespace',
   'temporal-ui',
+  'proxy',
   ...APP_ROLES,
 ];
 
@@ -203,7 +204,7 @@ function dockerfileInstructions(text: string): { keyword: string; args: string }
 // ---------------------------------------------------------------------------
 
 describe('docker-compose.yml', () => {
-  it('defines postgres, the Temporal server with its setup jobs and UI, the api and the worker', () => {
+  it('defines postgres, the Temporal server with its setup jobs and UI, the api with its proxy and the worker', () => {
     expect(Object.keys(services)).toEqual(expect.arrayContaining(EXPECTED_SERVICES));
   });
 
@@ -411,16 +412,35 @@ describe('docker-compose.yml', () => {
     expect(env.EVENT_PRODUCER_TOKEN).toBe('${EVENT_PRODUCER_TOKEN:-}');
   });
 
-  it('publishes the api on host port 8080, one host port per replica, and checks GET /readyz', () => {
-    expect(publishesOnHost('api', 8080, 8080)).toBe(true);
-    const apiPort = publishedPorts('api').find((port) => port.target === 8080);
-    const hostPorts = apiPort ? apiPort.hostEnd - apiPort.hostStart + 1 : 0;
-    expect(hostPorts, 'replicas cannot share one host port').toBeGreaterThanOrEqual(replicasOf('api'));
+  it('serves the api on host port 8080 through the proxy, which resolves every replica again every few seconds; the api checks GET /readyz', () => {
+    expect(publishedPorts('api'), 'a published port would take one host port per replica').toEqual([]);
+    expect(((service('api').expose ?? []) as unknown[]).map(String)).toContain('8080');
+    expect(publishesOnHost('proxy', 8080, 8080)).toBe(true);
+    expect(imageTag(imageOf('proxy'))).toMatch(/^\d+\.\d+$/);
+    expect(mountOf('proxy', './deploy/proxy/api.conf.template')).toBe('/etc/nginx/templates/default.conf.template');
+    // Sourced before the templates are rendered (the image runs executable *.envsh files only).
+    expect(mountOf('proxy', './deploy/proxy/api-resolver.envsh')).toMatch(/^\/docker-entrypoint\.d\/\d\d-[\w-]+\.envsh$/);
+    expect(statSync(new URL('../deploy/proxy/api-resolver.envsh', import.meta.url)).mode & 0o111).not.toBe(0);
+    const template = readFileSync(new URL('../deploy/proxy/api.conf.template', import.meta.url), 'utf8');
+    expect(template).toMatch(/^resolver \$\{API_RESOLVER\} valid=\d+s/m);
+    expect(template).toMatch(/^\s*listen 8080;$/m);
+    // A variable in proxy_pass is what makes nginx resolve through the resolver at run time.
+    expect(template).toMatch(/set \$api_upstream http:\/\/api:8080;/);
+    expect(template).toMatch(/proxy_pass \$api_upstream;/);
 
     const healthcheck = asRecord(service('api').healthcheck, 'api.healthcheck');
     const test = Array.isArray(healthcheck.test) ? healthcheck.test.map(String) : [String(healthcheck.test)];
     expect(['CMD', 'CMD-SHELL']).toContain(test[0]);
     expect(test.join(' ')).toMatch(/:8080\/readyz\b/);
+  });
+
+  it("writes each CMD health check's arguments without spaces: podman's Docker API splits them on spaces", () => {
+    const spaced = Object.keys(services).flatMap((name) => {
+      const test = isRecord(service(name).healthcheck) ? (service(name).healthcheck as Record<string, unknown>).test : undefined;
+      if (!Array.isArray(test) || test[0] !== 'CMD') return [];
+      return test.slice(1).map(String).filter((arg) => /\s/.test(arg)).map((arg) => `${name}: ${arg}`);
+    });
+    expect(spaced).toEqual([]);
   });
 
   it('starts the api and the worker only after postgres is healthy and the namespace exists', () => {
@@ -586,7 +606,9 @@ describe('Dockerfile', () => {
     expect(instructions.some((i) => i.keyword === 'ENV' && /\bHOST=0\.0\.0\.0\b/.test(i.args))).toBe(true);
     const healthcheck = instructions.filter((instruction) => instruction.keyword === 'HEALTHCHECK').at(-1);
     expect(healthcheck?.args).toMatch(/\bCMD\b/);
-    expect(healthcheck?.args).toContain("'http://127.0.0.1:' + (process.env.PORT || 8080) + '/readyz'");
+    expect(healthcheck?.args).toContain("'http://127.0.0.1:'+(process.env.PORT||8080)+'/readyz'");
+    // podman's Docker API splits a check's arguments on spaces.
+    expect(JSON.parse(healthcheck!.args.replace(/^.*?CMD\s+/s, ''))[2]).not.toMatch(/\s/);
   });
 
   it('installs the CLI as `webhooks`, the bin package.json declares, with its loader', () => {

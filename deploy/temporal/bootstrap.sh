@@ -34,6 +34,12 @@ schema() {
   for pair in "${DBNAME:-temporal}:temporal" "${VISIBILITY_DBNAME:-temporal_visibility}:visibility"; do
     database=${pair%%:*}
     versions="$schema_dir/${pair#*:}/versioned"
+    # temporal-sql-tool logs a missing folder as an error but exits with 0: the server would then
+    # start on an empty schema and fail over and over.
+    if [ ! -d "$versions" ]; then
+      echo "bootstrap: no schema versions in $versions (TEMPORAL_SCHEMA_DIR)" >&2
+      exit 1
+    fi
     echo "bootstrap: schema of $database"
     run_sql_tool() {
       "$sql_tool" --plugin postgres12 --ep "$POSTGRES_SEEDS" -p "${DB_PORT:-5432}" -u "$POSTGRES_USER" --db "$database" --quiet "$@"

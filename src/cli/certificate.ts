@@ -1,5 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { isIP } from 'node:net';
 import path from 'node:path';
 
 /** A key and self-signed certificate for loopback addresses and localhost, as PEM, and their files. */
@@ -11,8 +12,9 @@ export interface LocalCertificate {
 }
 
 /**
- * Makes (or reuses) a self-signed certificate for `addresses` (127.0.0.1 by default) and
- * localhost in `dir`, with the openssl command (Node has no API to issue certificates).
+ * Makes (or reuses) a self-signed certificate for `addresses` (IP addresses or host names;
+ * 127.0.0.1 by default) and localhost in `dir`, with the openssl command (Node has no API to
+ * issue certificates).
  */
 export function localCertificate(dir: string, validDays = 30, addresses: readonly string[] = ['127.0.0.1']): LocalCertificate {
   mkdirSync(dir, { recursive: true });
@@ -24,7 +26,7 @@ export function localCertificate(dir: string, validDays = 30, addresses: readonl
       [
         'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes',
         '-keyout', keyFile, '-out', certFile, '-days', String(validDays), '-subj', '/CN=localhost',
-        '-addext', `subjectAltName=${[...addresses.map((address) => `IP:${address}`), 'DNS:localhost'].join(',')}`,
+        '-addext', `subjectAltName=${[...addresses.map((address) => `${isIP(address) ? 'IP' : 'DNS'}:${address}`), 'DNS:localhost'].join(',')}`,
       ],
       { stdio: 'ignore' },
     );

@@ -12,9 +12,11 @@ export const projectRoot = path.resolve(path.dirname(fileURLToPath(import.meta.u
 export const BIN_DIR = path.join(projectRoot, '.tools', 'bin');
 
 /**
- * @typedef {{ module: string, version: string, binaries: Record<string, string>, tags?: string[] }} GoModuleSpec
+ * @typedef {{ module: string, version: string, binaries: Record<string, string>, tags?: string[], ldflags?: string, inScratchModule?: boolean }} GoModuleSpec
  * A Go module at a pinned version and the binaries built from it (name in .tools/bin -> package),
- * with the build tags they are built with, if any (`go install -tags`).
+ * with the build tags and linker flags they are built with, if any. `inScratchModule`: built with
+ * `go build` in a module of its own that requires it, for a module whose go.mod has directives
+ * (`exclude`, `replace`) that make `go install pkg@version` refuse it.
  */
 
 /** @param {string} file */
@@ -72,13 +74,20 @@ export function goInstall(go, key, spec, env = {}) {
   mkdirSync(scratch, { recursive: true });
   mkdirSync(BIN_DIR, { recursive: true });
   const packages = Object.values(spec.binaries).map((pkg) => `${pkg}@${spec.version}`);
-  const tags = spec.tags?.length ? [`-tags=${spec.tags.join(',')}`] : [];
+  const flags = [...(spec.tags?.length ? [`-tags=${spec.tags.join(',')}`] : []), ...(spec.ldflags ? [`-ldflags=${spec.ldflags}`] : [])];
   console.error(`Building ${spec.module} ${spec.version} (${Object.keys(spec.binaries).join(', ')}) into .tools/bin; a few minutes the first time…`);
-  const result = spawnSync(go, ['install', ...tags, ...packages], {
-    env: { ...process.env, GOBIN: scratch, GOFLAGS: '-mod=mod', ...env },
-    stdio: ['ignore', 'inherit', 'inherit'],
-  });
-  if (result.status !== 0) throw new Error(`go install ${packages.join(' ')} failed (exit ${result.status ?? result.signal})`);
+  /** @param {string[]} args */
+  const run = (args) => {
+    const result = spawnSync(go, args, { cwd: scratch, env: { ...process.env, GOBIN: scratch, GOFLAGS: '-mod=mod', ...env }, stdio: ['ignore', 'inherit', 'inherit'] });
+    if (result.status !== 0) throw new Error(`go ${args.join(' ')} failed (exit ${result.status ?? result.signal})`);
+  };
+  if (spec.inScratchModule) {
+    run(['mod', 'init', 'scratch']);
+    run(['get', ...packages]);
+    for (const pkg of Object.values(spec.binaries)) run(['build', ...flags, '-o', path.join(scratch, path.basename(pkg)), pkg]);
+  } else {
+    run(['install', ...flags, ...packages]);
+  }
   for (const [name, pkg] of Object.entries(spec.binaries)) {
     renameSync(path.join(scratch, path.basename(pkg)), path.join(BIN_DIR, name));
   }

@@ -30,6 +30,8 @@ export interface ReceivedRequest {
   path: string;
   headers: IncomingHttpHeaders;
   rawBody: Buffer;
+  /** The sender's address (which container or process sent it). */
+  remoteAddress: string;
   receivedAt: number;
   /** When the exchange ended (answered, or the connection closed); unset while it is open. */
   endedAt?: number;
@@ -92,6 +94,7 @@ export async function startHttpsReceiver(options: ReceiverOptions = {}): Promise
         path: req.url ?? '',
         headers: req.headers,
         rawBody: Buffer.concat(chunks),
+        remoteAddress: req.socket.remoteAddress ?? '',
         receivedAt: Date.now(),
       };
       res.on('close', () => {
