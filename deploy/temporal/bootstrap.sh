@@ -84,6 +84,20 @@ namespace() {
     fi
     sleep 1
   done
+  # The frontend and visibility answer before the history service has joined the cluster, and
+  # until it has, starting a workflow fails ("Not enough hosts to serve the request"): the service
+  # would start and fail its first publishes. Describing a workflow that does not exist is
+  # answered by the history service, so "not found" means it serves.
+  tries=0
+  until "$cli" workflow describe --workflow-id bootstrap-history-probe --namespace "$ns" --address "$TEMPORAL_ADDRESS" 2>&1 | grep -q "not found"; do
+    tries=$((tries + 1))
+    if [ "$tries" -ge 120 ]; then
+      echo "bootstrap: the history service of $TEMPORAL_ADDRESS does not serve requests" >&2
+      "$cli" workflow describe --workflow-id bootstrap-history-probe --namespace "$ns" --address "$TEMPORAL_ADDRESS" >&2 || true
+      exit 1
+    fi
+    sleep 1
+  done
   # An existing namespace gets the retention of this run too.
   "$cli" operator namespace update --namespace "$ns" --retention "$retention" --address "$TEMPORAL_ADDRESS" >/dev/null
   set --

@@ -50,12 +50,20 @@ async function api(method: string, route: string, token: string, body?: unknown)
   return { status: response.status, body: await response.json().catch(() => undefined) };
 }
 
-/** Publishes one event of project acme with the producer key, within its publish quota; answers its delivery ids. */
+/**
+ * Publishes one event of project acme with the producer key, as docs/usage.md tells a producer
+ * to: over the quota (429) it waits and publishes the same `id` again, and so it does after a 5xx
+ * ("safe to retry with backoff"), at most 10 times, each retry logged. Answers the delivery ids.
+ */
 async function publish(id: string): Promise<string[]> {
   const body = { id, project_id: 'acme', event: 'docauth.completed', data: docauthData() };
   let published = await api('POST', '/internal/v1/events', producerKey, body);
-  while (published.status === 429) {
-    await new Promise((resolve) => setTimeout(resolve, 1_000));
+  for (let failures = 0; published.status === 429 || (published.status >= 500 && failures < 10); ) {
+    if (published.status >= 500) {
+      failures += 1;
+      console.error(`compose test: publishing ${id} answered ${published.status} ${JSON.stringify(published.body)}; again in 2 s`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, published.status === 429 ? 1_000 : 2_000));
     published = await api('POST', '/internal/v1/events', producerKey, body);
   }
   expect(published.status, JSON.stringify(published.body)).toBe(202);
@@ -114,7 +122,13 @@ afterEach(({ task }) => {
 afterAll(async () => {
   if (env) {
     try {
-      if (failed) console.error(compose(['--profile', 'observability', 'logs', '--no-color', '--tail', '40']));
+      if (failed) {
+        console.error(compose(['--profile', 'observability', 'ps', '--all']));
+        const ids = execFileSync('podman', ['ps', '--all', '--quiet'], { env, encoding: 'utf8' }).split('\n').filter(Boolean);
+        const format = '{{.Name}} restarts={{.RestartCount}} started={{.State.StartedAt}} {{.State.Status}} exit={{.State.ExitCode}}';
+        console.error(execFileSync('podman', ['inspect', '--format', format, ...ids], { env, encoding: 'utf8' }));
+        console.error(compose(['--profile', 'observability', 'logs', '--no-color', '--timestamps', '--tail', '150']));
+      }
     } catch (error) {
       console.error(`compose logs failed: ${String(error)}`);
     }
