@@ -3,9 +3,10 @@ import { chmodSync, copyFileSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { localCertificate } from '../../src/cli/certificate.ts';
+import { localCertificate, type LocalCertificate } from '../../src/cli/certificate.ts';
 import { expectValidSignature } from '../delivery/support.ts';
-import { docauthData } from '../support/harness.ts';
+import { docauthData } from '../support/event-data.ts';
+import { call } from '../support/http.ts';
 import { startHttpsReceiver, type HttpsReceiver } from '../support/https-receiver.ts';
 import { readmeCommands, runToEnd } from '../support/readme.ts';
 import { waitFor } from '../support/wait.ts';
@@ -30,6 +31,8 @@ let engine: ContainerEngine;
 let env: NodeJS.ProcessEnv;
 let caDir: string;
 let certDir: string;
+/** The receiver's certificate, for the name the containers call the host by. */
+let certificate: LocalCertificate;
 let receiver: HttpsReceiver | undefined;
 /** What the README's commands printed, in order. */
 const printed: string[] = [];
@@ -42,12 +45,9 @@ let producerKey: string;
 const compose = (args: string[]) => docker(env, ['compose', ...args], projectRoot);
 
 async function api(method: string, route: string, token: string, body?: unknown): Promise<{ status: number; body: any }> {
-  const response = await fetch(`${API}${route}`, {
-    method,
-    headers: { Authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'Content-Type': 'application/json' }) },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  return { status: response.status, body: await response.json().catch(() => undefined) };
+  const answer = await call(`${API}${route}`, { method, token, body });
+  if (typeof answer === 'string') throw new Error(`${method} ${route}: no answer (${answer})`);
+  return answer;
 }
 
 /**
@@ -100,9 +100,9 @@ beforeAll(async () => {
 
   // The receiver's certificate names the host as the containers call it; the workers trust it.
   certDir = mkdtempSync(path.join(os.tmpdir(), 'compose-receiver-'));
-  localCertificate(certDir, 1, [HOST_FROM_CONTAINERS]);
+  certificate = localCertificate(certDir, 1, [HOST_FROM_CONTAINERS]);
   caDir = mkdtempSync(path.join(os.tmpdir(), 'compose-receiver-ca-'));
-  copyFileSync(path.join(certDir, 'cert.pem'), path.join(caDir, 'cert.pem'));
+  copyFileSync(certificate.certFile, path.join(caDir, 'cert.pem'));
   chmodSync(caDir, 0o755);
   chmodSync(path.join(caDir, 'cert.pem'), 0o644);
   env = {
@@ -169,7 +169,7 @@ describe.sequential("the README's Docker Compose path", () => {
       encoding: 'utf8',
     }).trim();
     expect(gateway).toMatch(/^\d+\.\d+\.\d+\.\d+$/);
-    receiver = await startHttpsReceiver({ host: gateway, certificate: localCertificate(certDir, 1, [HOST_FROM_CONTAINERS]) });
+    receiver = await startHttpsReceiver({ host: gateway, certificate });
     const url = receiver.url.replace(gateway, HOST_FROM_CONTAINERS);
     const keyId = /Created API key (key_\S+) /.exec(printed.join('\n'))?.[1];
     const created = await api('POST', '/api-gateway/v2/webhooks', webhooksToken, { api_key_id: keyId, url, events: ['docauth.completed'] });

@@ -19,11 +19,13 @@ const execFileAsync = promisify(execFile);
  * Its go.mod has `exclude` directives, which `go install pkg@version` refuses: built in a module of
  * its own instead.
  */
+const COMPOSE_VERSION = 'v2.40.3';
 export const COMPOSE_MODULE = {
   module: 'github.com/docker/compose/v2',
-  version: 'v2.40.3',
+  version: COMPOSE_VERSION,
   binaries: { 'docker-compose': 'github.com/docker/compose/v2/cmd' },
-  ldflags: '-s -w -X github.com/docker/compose/v2/internal.Version=v2.40.3',
+  // What `docker compose version` prints.
+  ldflags: `-s -w -X github.com/docker/compose/v2/internal.Version=${COMPOSE_VERSION}`,
   inScratchModule: true,
 };
 

@@ -32,7 +32,8 @@ interface Recipe {
   context: () => Record<string, string>;
 }
 
-const temporalBinaries = () => ensureTemporalTools(['cli', 'server', 'ui']);
+let temporal: Record<string, string> | undefined;
+const temporalBinaries = () => (temporal ??= ensureTemporalTools(['cli', 'server', 'ui']));
 const recipeFile = (name: string) => ({ [name]: path.join(RECIPES, name) });
 
 /** The recipe of each image docker-compose.yml names, by compose service. */
