@@ -14,12 +14,12 @@ import { waitFor } from '../support/wait.ts';
 
 const execFileAsync = promisify(execFile);
 
-/**
- * Docker Compose v2, the last line whose dependencies the Go module proxy here serves in full.
- * Its go.mod has `exclude` directives, which `go install pkg@version` refuses: built in a module of
- * its own instead.
- */
+/** Docker Compose v2, the last line whose dependencies the Go module proxy here serves in full. */
 const COMPOSE_VERSION = 'v2.40.3';
+/**
+ * Compose's Go module. Its go.mod has `exclude` directives, which `go install pkg@version`
+ * refuses: built in a module of its own instead.
+ */
 export const COMPOSE_MODULE = {
   module: 'github.com/docker/compose/v2',
   version: COMPOSE_VERSION,
