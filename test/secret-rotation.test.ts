@@ -5,7 +5,7 @@ import { insertWebhook, resealWebhookSecrets, rotateWebhookSecret } from '../src
 import { createApiKey } from '../src/db/queries/api-keys.ts';
 import { webhooks } from '../src/db/schema.ts';
 import { generateEncryptionKey, generateWebhookSecret, SecretBox } from '../src/secrets/crypto.ts';
-import { openWebhookHeaders, openWebhookSigningSecrets } from '../src/db/sealing/webhooks.ts';
+import { openWebhookHeaders, openWebhookSigningSecrets } from '../src/db/sealing.ts';
 import { openTestDatabase } from './support/database.ts';
 
 let database: DatabaseHandle;

@@ -7,7 +7,7 @@
  *   npx tsx bench/experiments/payload-sealing.ts [--events 50000]
  */
 import { parseArgs } from 'node:util';
-import { openPayload, sealPayload } from '../../src/db/sealing/event-payloads.ts';
+import { openPayload, sealPayload } from '../../src/db/sealing.ts';
 import { newId } from '../../src/ids.ts';
 import { generateEncryptionKey, SecretBox } from '../../src/secrets/crypto.ts';
 import { docauthData } from '../../test/support/event-data.ts';

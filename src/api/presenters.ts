@@ -1,5 +1,5 @@
 import type { DeliveryAttemptRow, DeliveryRow, WebhookRow } from '../db/schema.ts';
-import { previousSecretValid } from '../db/sealing/webhooks.ts';
+import { previousSecretValid } from '../db/sealing.ts';
 import { DELIVERY_RETRY_POLICY } from '../../workflows/delivery.ts';
 
 /** The retry policy the delivery workflow really uses, in the spec's field names; delays in seconds. */

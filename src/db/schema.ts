@@ -33,7 +33,7 @@ export const apiKeys = pgTable(
 
 /**
  * Webhook configurations (spec 2.1). The signing secret and the custom headers are stored
- * sealed (AES-256-GCM), bound to the webhook's id (src/db/sealing/webhooks.ts).
+ * sealed (AES-256-GCM), bound to the webhook's id (src/db/sealing.ts).
  */
 export const webhooks = pgTable(
   'webhooks',

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eq } from 'drizzle-orm';
 import { webhooks } from '../../src/db/schema.ts';
 import { startHarness, type Harness } from '../support/harness.ts';
-import { openWebhookSigningSecrets } from '../../src/db/sealing/webhooks.ts';
+import { openWebhookSigningSecrets } from '../../src/db/sealing.ts';
 import { eraseExpiredPreviousSecrets } from '../../src/db/queries/webhooks.ts';
 
 const BASE = '/api-gateway/v2';

@@ -158,7 +158,7 @@ describe('the layout', () => {
     expect(EVENT_PATH.get('src/api/routes/events.ts')).toBe(1);
     expect(EVENT_PATH.get('src/delivery/sender.ts')).toBe(10);
     for (const file of EVENT_PATH.keys()) expect(RUNTIME, `${file}, named on the event's path`).toContain(path.normalize(file));
-    expect(upThePath('activities/attempt.ts', { specifier: '../src/db/sealing/event-payloads.ts', target: 'src/db/queries/events.ts', typeOnly: false })).toBeDefined();
+    expect(upThePath('activities/attempt.ts', { specifier: '../src/db/sealing.ts', target: 'src/db/queries/events.ts', typeOnly: false })).toBeDefined();
     expect(breaks([...EVENT_PATH.keys()], upThePath)).toEqual([]);
   });
 

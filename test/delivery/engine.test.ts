@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { eq } from 'drizzle-orm';
 import { deliveries, deliveryAttempts, webhooks } from '../../src/db/schema.ts';
-import { sealWebhookHeaders } from '../../src/db/sealing/webhooks.ts';
+import { sealWebhookHeaders } from '../../src/db/sealing.ts';
 import { docauthData, startHarness, type Harness } from '../support/harness.ts';
 import { startHttpsReceiver, type HttpsReceiver } from '../support/https-receiver.ts';
 import { DeliveryStatusAttribute } from '../../workflows/search-attributes.ts';

@@ -1,8 +1,7 @@
 import { readFileSync } from 'node:fs';
 import type { LookupFunction } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { isPublicAddress } from '../../src/delivery/address-policy.ts';
-import { createSender } from '../../src/delivery/sender.ts';
+import { createSender, isPublicAddress } from '../../src/delivery/sender.ts';
 import { startHarness, type Harness } from '../support/harness.ts';
 import { startHttpsReceiver, type HttpsReceiver } from '../support/https-receiver.ts';
 import { createWebhookFor, publishFor, waitForDelivery } from './support.ts';

@@ -2,7 +2,7 @@ import { eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eraseEventPayloads, recordEvent } from '../../src/db/queries/events.ts';
 import { deliveries, events } from '../../src/db/schema.ts';
-import { openPayload } from '../../src/db/sealing/event-payloads.ts';
+import { openPayload } from '../../src/db/sealing.ts';
 import { newId } from '../../src/ids.ts';
 import { generateEncryptionKey, SecretBox } from '../../src/secrets/crypto.ts';
 import { NON_RETRYABLE, NON_RETRYABLE_REASONS } from '../../workflows/failure-types.ts';

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { queryRows } from '../../src/db/client.ts';
 import { eraseEventPayloads, recordEvent } from '../../src/db/queries/events.ts';
 import { events } from '../../src/db/schema.ts';
-import { openPayload } from '../../src/db/sealing/event-payloads.ts';
+import { openPayload } from '../../src/db/sealing.ts';
 import { newId } from '../../src/ids.ts';
 import { generateEncryptionKey, SecretBox } from '../../src/secrets/crypto.ts';
 import { runCli } from '../support/cli.ts';

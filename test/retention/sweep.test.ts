@@ -5,7 +5,7 @@ import { generateHistory } from '../../bench/scale/generate.ts';
 import { queryRows } from '../../src/db/client.ts';
 import { rotateWebhookSecret } from '../../src/db/queries/webhooks.ts';
 import { webhooks } from '../../src/db/schema.ts';
-import { openWebhookSigningSecrets } from '../../src/db/sealing/webhooks.ts';
+import { openWebhookSigningSecrets } from '../../src/db/sealing.ts';
 import { generateEncryptionKey, SecretBox } from '../../src/secrets/crypto.ts';
 import { sweepAll, sweepCutoffs, type SweepCutoffs } from '../../src/retention/sweep.ts';
 import { runCli, spawnCli } from '../support/cli.ts';

@@ -2,7 +2,7 @@ import { createRoute, z } from '@hono/zod-openapi';
 import { findActiveApiKey } from '../../db/queries/api-keys.ts';
 import { deleteWebhook, insertWebhookWithinLimit, listWebhooks, rotateWebhookSecret, updateWebhook } from '../../db/queries/webhooks.ts';
 import { generateWebhookSecret } from '../../secrets/crypto.ts';
-import { openWebhookHeaders } from '../../db/sealing/webhooks.ts';
+import { openWebhookHeaders } from '../../db/sealing.ts';
 import { ownedWebhook } from '../auth.ts';
 import { ApiError } from '../errors.ts';
 import { webhookListItem, webhookResource } from '../presenters.ts';

@@ -15,8 +15,7 @@ import {
 } from '../schema.ts';
 import { newId } from '../../ids.ts';
 import type { SecretBox } from '../../secrets/crypto.ts';
-import { openPayload } from '../sealing/event-payloads.ts';
-import { openWebhookHeaders, openWebhookSigningSecrets } from '../sealing/webhooks.ts';
+import { openPayload, openWebhookHeaders, openWebhookSigningSecrets } from '../sealing.ts';
 
 /** Filters and cursor of the deliveries list. */
 export interface DeliveryListQuery {

@@ -4,7 +4,7 @@ import { preparedPerDatabase } from '../prepared.ts';
 import { deliveries, events, webhooks, type EventRow } from '../schema.ts';
 import { listSubscribedWebhooks } from './webhooks.ts';
 import { newId } from '../../ids.ts';
-import { openPayload, requestIdHashes, sealPayload } from '../sealing/event-payloads.ts';
+import { openPayload, requestIdHashes, sealPayload } from '../sealing.ts';
 import type { SecretBox } from '../../secrets/crypto.ts';
 
 /** An event as a producer hands it in. */

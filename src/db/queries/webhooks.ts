@@ -4,7 +4,7 @@ import { preparedPerDatabase } from '../prepared.ts';
 import { deliveries, sendPlaces, webhooks, type WebhookRow } from '../schema.ts';
 import { newId } from '../../ids.ts';
 import type { SecretBox } from '../../secrets/crypto.ts';
-import { resealedWebhook, sealWebhookHeaders, sealWebhookSecret, UnopenableWebhookError } from '../sealing/webhooks.ts';
+import { resealedWebhook, sealWebhookHeaders, sealWebhookSecret, UnopenableWebhookError } from '../sealing.ts';
 
 /** Fields a customer sets on a webhook. */
 export interface WebhookInput {

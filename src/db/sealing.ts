@@ -1,17 +1,50 @@
 /**
- * A webhook's secrets at rest: its signing secret (and the one a rotation replaced, during its
- * grace period) and its custom headers (often an
- * `Authorization` value for the customer's own endpoint), sealed with the key ring of
- * SECRET_ENCRYPTION_KEY (AES-256-GCM) and bound to the webhook's id, so a value copied onto
- * another row does not open.
+ * What is sealed at rest, with the key ring of SECRET_ENCRYPTION_KEY (AES-256-GCM), each value
+ * bound to its row so that a value copied onto another row does not open:
+ * - an event's `data`, bound to the event's id, and findable by its `request_id` through a keyed
+ *   hash only;
+ * - a webhook's signing secret (and the one a rotation replaced, during its grace period) and its
+ *   custom headers (often an `Authorization` value for the customer's own endpoint), bound to the
+ *   webhook's id and the field.
+ *
+ * The queries that store these rows (src/db/queries/) seal and open them with this module.
  */
-import type { WebhookRow } from '../schema.ts';
-import type { SecretBox } from '../../secrets/crypto.ts';
+import type { EventRow, WebhookRow } from './schema.ts';
+import type { SecretBox } from '../secrets/crypto.ts';
+
+// Event payloads
+
+/** What is authenticated with an event's sealed payload: it opens for that event only. */
+const payloadSealContext = (eventId: string) => `event:${eventId}`;
+
+/** The value behind an event's request-id lookup hash (per project, so projects never correlate). */
+const requestIdKey = (projectId: string, requestId: string) => JSON.stringify([projectId, requestId]);
+
+/** The stored form of an event's data: the sealed payload and its request-id lookup hash. */
+export function sealPayload(box: SecretBox, eventId: string, projectId: string, data: Record<string, unknown>) {
+  return {
+    payloadSealed: box.seal(JSON.stringify(data), payloadSealContext(eventId)),
+    requestIdHash: typeof data['request_id'] === 'string' ? box.lookupHash(requestIdKey(projectId, data['request_id'])) : null,
+  };
+}
+
+/** The event's data, opened; undefined once it has been erased. */
+export function openPayload(box: SecretBox, event: Pick<EventRow, 'id' | 'payloadSealed' | 'payloadLegacy'>): Record<string, unknown> | undefined {
+  if (event.payloadSealed) return JSON.parse(box.open(event.payloadSealed, payloadSealContext(event.id))) as Record<string, unknown>;
+  return event.payloadLegacy ?? undefined;
+}
+
+/** Every lookup hash an event of `projectId` with this `request_id` may carry (one per key of the ring). */
+export function requestIdHashes(box: SecretBox, projectId: string, requestId: string): string[] {
+  return box.lookupHashes(requestIdKey(projectId, requestId));
+}
+
+// Webhook secrets and headers
 
 type SealedField = 'secret' | 'headers';
 
 /** What is authenticated with a sealed value: it opens for that webhook and that field only. */
-const sealContext = (webhookId: string, field: SealedField) => `webhook:${webhookId}:${field}`;
+const webhookSealContext = (webhookId: string, field: SealedField) => `webhook:${webhookId}:${field}`;
 
 /** A webhook's sealed secret or headers that do not open: sealed for another webhook, altered, or under a key not configured. */
 export class UnopenableWebhookError extends Error {
@@ -26,7 +59,7 @@ const unopenable = (webhookId: string, field: SealedField, error: unknown) =>
 /** The signing secret, and whether it was bound to its row (false: sealed by a release before binding). */
 function openSecret(box: SecretBox, webhook: Pick<WebhookRow, 'id' | 'secretSealed'>): { secret: string; bound: boolean } {
   try {
-    return { secret: box.open(webhook.secretSealed, sealContext(webhook.id, 'secret')), bound: true };
+    return { secret: box.open(webhook.secretSealed, webhookSealContext(webhook.id, 'secret')), bound: true };
   } catch (error) {
     // Releases before binding sealed secrets without a context, and such a value still opens
     // until `secrets reseal` binds it. A value bound to another row opens neither way.
@@ -40,11 +73,11 @@ function openSecret(box: SecretBox, webhook: Pick<WebhookRow, 'id' | 'secretSeal
 
 /** The stored form of a webhook's signing secret. */
 export const sealWebhookSecret = (box: SecretBox, webhookId: string, secret: string): string =>
-  box.seal(secret, sealContext(webhookId, 'secret'));
+  box.seal(secret, webhookSealContext(webhookId, 'secret'));
 
 /** The stored form of a webhook's custom headers. */
 export const sealWebhookHeaders = (box: SecretBox, webhookId: string, headers: Record<string, string>): string =>
-  box.seal(JSON.stringify(headers), sealContext(webhookId, 'headers'));
+  box.seal(JSON.stringify(headers), webhookSealContext(webhookId, 'headers'));
 
 /** Whether the secret a rotation replaced still signs at `at`. */
 export const previousSecretValid = (webhook: Pick<WebhookRow, 'previousSecretExpiresAt'>, at: Date): boolean =>
@@ -69,7 +102,7 @@ export function openWebhookSigningSecrets(
 export function openWebhookHeaders(box: SecretBox, webhook: Pick<WebhookRow, 'id' | 'headersSealed' | 'headersLegacy'>): Record<string, string> {
   if (webhook.headersSealed === null) return webhook.headersLegacy ?? {};
   try {
-    return JSON.parse(box.open(webhook.headersSealed, sealContext(webhook.id, 'headers'))) as Record<string, string>;
+    return JSON.parse(box.open(webhook.headersSealed, webhookSealContext(webhook.id, 'headers'))) as Record<string, string>;
   } catch (error) {
     throw unopenable(webhook.id, 'headers', error);
   }
