@@ -5,7 +5,7 @@ import { insertWebhook, resealWebhookSecrets, rotateWebhookSecret } from '../src
 import { createApiKey } from '../src/db/queries/api-keys.ts';
 import { webhooks } from '../src/db/schema.ts';
 import { generateEncryptionKey, generateWebhookSecret, SecretBox } from '../src/secrets/crypto.ts';
-import { openWebhookHeaders, openWebhookSigningSecrets } from '../src/db/sealing.ts';
+import { openWebhookHeaders, openWebhookSigningSecrets, sealWebhookHeaders } from '../src/db/sealing.ts';
 import { openTestDatabase } from './support/database.ts';
 
 let database: DatabaseHandle;
@@ -30,8 +30,9 @@ it('rotates the encryption key: old rows open with the previous key, reseal move
 
   expect(() => new SecretBox(newKey).open(before.seal('x'))).toThrow(/no encryption key with id/);
   const after = new SecretBox(newKey, [oldKey]);
-  expect(await resealWebhookSecrets(database.db, after)).toEqual({ resealed: 2, unopenable: [] });
-  expect(await resealWebhookSecrets(database.db, after)).toEqual({ resealed: 0, unopenable: [] });
+  // One webhook a page: the reseal reads the webhooks page by page.
+  expect(await resealWebhookSecrets(database.db, after, 1)).toEqual({ resealed: 2, unopenable: [] });
+  expect(await resealWebhookSecrets(database.db, after, 1)).toEqual({ resealed: 0, unopenable: [] });
 
   const onlyNew = new SecretBox(newKey);
   for (const [i, id] of ids.entries()) {
@@ -61,6 +62,30 @@ it('reseals the secret a rotation replaced, during its grace period, with the cu
   const onlyNew = new SecretBox(newKey);
   expect(onlyNew.sealedWithOldKey(resealed!.previousSecretSealed!)).toBe(false);
   expect(openWebhookSigningSecrets(onlyNew, resealed!, at)).toEqual([second, first]);
+});
+
+it('erases, rather than reseals, a previous secret whose grace period has ended, even one under a key the ring lacks', async () => {
+  const retiredKey = generateEncryptionKey();
+  const oldKey = generateEncryptionKey();
+  const newKey = generateEncryptionKey();
+  const { key } = await createApiKey(database.db, { projectId: 'p-expired', services: ['webhooks'] });
+  const [first, second] = [generateWebhookSecret(), generateWebhookSecret()];
+  // The first secret sealed under a key since retired; the rotation moves it over unopened.
+  const row = await insertWebhook(database.db, new SecretBox(retiredKey), 'p-expired', {
+    apiKeyId: key.id, url: 'https://example.com', events: ['docauth.completed'], headers: {}, secret: first,
+  });
+  const at = new Date(Date.now() - 2 * 3600_000);
+  await rotateWebhookSecret(database.db, new SecretBox(oldKey), row.id, { secret: second, gracePeriodSeconds: 3600, at });
+  // Its headers as a later edit under the old key left them: only the previous secret is under the retired key.
+  await database.db.update(webhooks).set({ headersSealed: sealWebhookHeaders(new SecretBox(oldKey), row.id, {}) }).where(eq(webhooks.id, row.id));
+
+  const box = new SecretBox(newKey, [oldKey]);
+  expect((await resealWebhookSecrets(database.db, box)).unopenable).not.toContain(row.id);
+  const [resealed] = await database.db.select().from(webhooks).where(eq(webhooks.id, row.id));
+  expect(resealed!.previousSecretSealed).toBeNull();
+  expect(resealed!.previousSecretExpiresAt).toBeNull();
+  expect(new SecretBox(newKey).sealedWithOldKey(resealed!.secretSealed)).toBe(false);
+  expect(openWebhookSigningSecrets(new SecretBox(newKey), resealed!, new Date())).toEqual([second]);
 });
 
 it('refuses a tampered ciphertext', () => {

@@ -110,17 +110,22 @@ export function openWebhookHeaders(box: SecretBox, webhook: Pick<WebhookRow, 'id
 
 /**
  * The row's secret and headers sealed anew under the current key and bound to its id, or
- * undefined when they already are: what `secrets reseal` writes.
+ * undefined when they already are: what `secrets reseal` writes. A previous secret whose grace
+ * period ended by `at` signs nothing any more: it is erased, not resealed (and need not open).
  */
 export function resealedWebhook(
   box: SecretBox,
-  webhook: Pick<WebhookRow, 'id' | 'secretSealed' | 'headersSealed' | 'headersLegacy' | 'previousSecretSealed'>,
-): Pick<WebhookRow, 'secretSealed' | 'headersSealed' | 'headersLegacy' | 'previousSecretSealed'> | undefined {
+  webhook: Pick<WebhookRow, 'id' | 'secretSealed' | 'headersSealed' | 'headersLegacy' | 'previousSecretSealed' | 'previousSecretExpiresAt'>,
+  at: Date,
+): Pick<WebhookRow, 'secretSealed' | 'headersSealed' | 'headersLegacy' | 'previousSecretSealed' | 'previousSecretExpiresAt'> | undefined {
   const { secret, bound } = openSecret(box, webhook);
   const headers = openWebhookHeaders(box, webhook);
-  const previous = webhook.previousSecretSealed === null ? undefined : openSecret(box, { id: webhook.id, secretSealed: webhook.previousSecretSealed });
+  const expiredPrevious = webhook.previousSecretSealed !== null && !previousSecretValid(webhook, at);
+  const previous =
+    webhook.previousSecretSealed === null || expiredPrevious ? undefined : openSecret(box, { id: webhook.id, secretSealed: webhook.previousSecretSealed });
   const current =
     bound &&
+    !expiredPrevious &&
     !box.sealedWithOldKey(webhook.secretSealed) &&
     webhook.headersSealed !== null &&
     !box.sealedWithOldKey(webhook.headersSealed) &&
@@ -131,5 +136,6 @@ export function resealedWebhook(
     headersSealed: sealWebhookHeaders(box, webhook.id, headers),
     headersLegacy: null,
     previousSecretSealed: previous === undefined ? null : sealWebhookSecret(box, webhook.id, previous.secret),
+    previousSecretExpiresAt: previous === undefined ? null : webhook.previousSecretExpiresAt,
   };
 }

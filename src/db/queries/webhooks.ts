@@ -260,32 +260,38 @@ export interface WebhookReseal {
  * Seals anew, under the box's current key and bound to the webhook's id, every webhook secret
  * and every set of custom headers that is not yet: sealed with an older key (after
  * SECRET_ENCRYPTION_KEY was rotated), sealed unbound, or stored in clear by an earlier
- * release. Each row is locked while it is resealed, so a concurrent update is never
- * overwritten. A row that does not open is left as it is and reported.
+ * release; a previous secret whose grace period has ended is erased instead. The webhooks are
+ * read `batchSize` at a time. Each row is locked while it is resealed, so a concurrent update is
+ * never overwritten. A row that does not open is left as it is and reported.
  */
-export async function resealWebhookSecrets(db: Database, box: SecretBox): Promise<WebhookReseal> {
+export async function resealWebhookSecrets(db: Database, box: SecretBox, batchSize = 500): Promise<WebhookReseal> {
   const sealedColumns = {
     id: webhooks.id,
     secretSealed: webhooks.secretSealed,
     headersSealed: webhooks.headersSealed,
     headersLegacy: webhooks.headersLegacy,
     previousSecretSealed: webhooks.previousSecretSealed,
+    previousSecretExpiresAt: webhooks.previousSecretExpiresAt,
   };
   const result: WebhookReseal = { resealed: 0, unopenable: [] };
-  for (const row of await db.select(sealedColumns).from(webhooks).orderBy(asc(webhooks.id))) {
-    try {
-      if (!resealedWebhook(box, row)) continue;
-      result.resealed += await db.transaction(async (tx) => {
-        const [current] = await tx.select(sealedColumns).from(webhooks).where(eq(webhooks.id, row.id)).for('update');
-        const changes = current && resealedWebhook(box, current);
-        if (!changes) return 0;
-        await tx.update(webhooks).set(changes).where(eq(webhooks.id, row.id));
-        return 1;
-      });
-    } catch (error) {
-      if (!(error instanceof UnopenableWebhookError)) throw error;
-      result.unopenable.push(row.id);
+  for (let after = ''; ; ) {
+    const rows = await db.select(sealedColumns).from(webhooks).where(gt(webhooks.id, after)).orderBy(asc(webhooks.id)).limit(batchSize);
+    for (const row of rows) {
+      try {
+        if (!resealedWebhook(box, row, new Date())) continue;
+        result.resealed += await db.transaction(async (tx) => {
+          const [current] = await tx.select(sealedColumns).from(webhooks).where(eq(webhooks.id, row.id)).for('update');
+          const changes = current && resealedWebhook(box, current, new Date());
+          if (!changes) return 0;
+          await tx.update(webhooks).set(changes).where(eq(webhooks.id, row.id));
+          return 1;
+        });
+      } catch (error) {
+        if (!(error instanceof UnopenableWebhookError)) throw error;
+        result.unopenable.push(row.id);
+      }
     }
+    if (rows.length < batchSize) return result;
+    after = rows.at(-1)!.id;
   }
-  return result;
 }
