@@ -101,8 +101,10 @@ export async function releaseSendPlaces(db: Database, deliveryId: string, attemp
  * scope's limit (`send_scope_limits`: a place the open breaker or the operator's lower limit
  * leaves unused is free for nobody). That happens when the one who should have woken it is gone:
  * a worker that died holding places (they lapse, and a lapse wakes nobody) or between a release
- * and its wake signal. Heads that have waited at least `minWaitMs`, at most `limit`; each is
- * marked woken for `reserveMs`. Returns the deliveries to signal.
+ * and its wake signal. Heads that have waited at least `minWaitMs`, at most `limit`, shared fairly
+ * among projects (each project's longest-waiting head first, then each one's second…), so a
+ * project with many forgotten lines does not hold another's back for a run; each is marked woken
+ * for `reserveMs`. Returns the deliveries to signal.
  */
 export async function wakeForgottenLineHeads(db: Database, limits: FlowLimits, minWaitMs: number, limit: number): Promise<string[]> {
   const rows = await queryRows<{ delivery_id: string }>(
@@ -111,7 +113,8 @@ export async function wakeForgottenLineHeads(db: Database, limits: FlowLimits, m
           select distinct on (webhook_id) delivery_id, webhook_id, project_id, destination, blocked, blocked_since, woken_until
           from send_waiters order by webhook_id, seq
         ), forgotten as (
-          select h.delivery_id from heads h
+          select h.delivery_id, h.blocked_since, row_number() over (partition by h.project_id order by h.blocked_since) as project_rank
+          from heads h
           join webhooks hook on hook.id = h.webhook_id
           where (h.woken_until is null or h.woken_until < now())
             and h.blocked_since < now() - make_interval(secs => ${minWaitMs / 1000}::float8)
@@ -122,10 +125,11 @@ export async function wakeForgottenLineHeads(db: Database, limits: FlowLimits, m
                 and p.slot <= (send_scope_limits(hook.circuit_opened_at is not null, h.project_id, h.destination,
                   ${limits.webhookMaxInFlight}::integer, ${limits.projectMaxInFlight}::integer, ${limits.destinationMaxInFlight}::integer))[
                   case h.blocked when 'webhook' then 1 when 'project' then 2 else 3 end])
-          limit ${limit}
+        ), chosen as (
+          select delivery_id from forgotten order by project_rank, blocked_since limit ${limit}
         )
         update send_waiters w set woken_until = now() + make_interval(secs => ${limits.reserveMs / 1000}::float8)
-        from forgotten f where w.delivery_id = f.delivery_id
+        from chosen c where w.delivery_id = c.delivery_id
         returning w.delivery_id`,
   );
   return rows.map((row) => row.delivery_id);

@@ -335,6 +335,31 @@ describe('lines nobody will wake', () => {
     expect(await forgotten()).toContain(waiter);
   });
 
+  it("are woken fairly among projects: one project's many forgotten lines do not hold back another's", async () => {
+    /** A line whose two holders' worker died: a forgotten head, waiting while both places are free. */
+    const forgottenLine = async (project: Awaited<ReturnType<typeof newProject>>) => {
+      const { ids } = await webhookWithDeliveries(3, { project });
+      const [first, second, waiter] = ids as [string, string, string];
+      await acquire(first);
+      await acquire(second);
+      expect(await acquire(waiter)).toMatchObject({ decision: 'wait_turn', blocked: 'webhook' });
+      await handle.db.update(sendPlaces).set({ deliveryId: null, attempt: null, expiresAt: '-infinity' }).where(sql`${sendPlaces.deliveryId} in (${first}, ${second})`);
+      return waiter;
+    };
+    await forgotten(); // what earlier tests left is woken now, out of the way
+    const busy = await newProject();
+    const busyHeads: string[] = [];
+    for (let i = 0; i < 4; i += 1) busyHeads.push(await forgottenLine(busy));
+    const quietHead = await forgottenLine(await newProject());
+
+    // The quiet project's one line waited least, yet it is in the first run of two.
+    const firstRun = await wakeForgottenLineHeads(handle.db, limits, 0, 2);
+    expect(firstRun).toHaveLength(2);
+    expect(firstRun).toContain(quietHead);
+    expect(busyHeads).toContain(firstRun.find((id) => id !== quietHead));
+    expect((await forgotten()).sort()).toEqual(busyHeads.filter((id) => !firstRun.includes(id)).sort());
+  });
+
   it('leave alone a line behind a project whose limit the operator lowered below the places made', async () => {
     const project = await newProject();
     const first = await webhookWithDeliveries(1, { project });
