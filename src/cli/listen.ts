@@ -1,3 +1,4 @@
+import type { RequestListener } from 'node:http';
 import { createServer } from 'node:https';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
@@ -26,6 +27,47 @@ function startCommand(certFile: string): string {
   const relative = path.relative(process.cwd(), certFile);
   const shown = relative.startsWith('..') || path.isAbsolute(relative) ? certFile : relative;
   return `DELIVERY_ALLOW_PRIVATE_TARGETS=true DELIVERY_CA_FILE=${shown} npm start`;
+}
+
+/**
+ * The listener's request handler: answers `status`, then prints the request (its signature
+ * checked with `secret()` when there is one), as JSON lines with `json`.
+ */
+function printRequest(options: { status: number; json: boolean; secret: () => string | undefined; print: (line: unknown) => void }): RequestListener {
+  const { status, json, print } = options;
+  return (req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => {
+      res.writeHead(status, { 'Content-Type': 'text/plain' }).end(status < 300 ? 'ok' : 'failing on purpose');
+      const rawBody = Buffer.concat(chunks);
+      const secret = options.secret();
+      let signature = 'unchecked (no --secret)';
+      let body: unknown;
+      try {
+        body = JSON.parse(rawBody.toString('utf8'));
+      } catch {
+        body = rawBody.toString('utf8');
+      }
+      if (secret) {
+        try {
+          verifyWebhook({ rawBody, headers: req.headers, secret });
+          signature = 'verified';
+        } catch (error) {
+          signature = error instanceof WebhookVerificationError ? `FAILED: ${error.code}` : `FAILED: ${String(error)}`;
+        }
+      }
+      const headers = Object.fromEntries(Object.entries(req.headers).filter(([name]) => name !== 'connection'));
+      if (json) {
+        print({ received_at: new Date().toISOString(), delivery_id: req.headers['x-service-delivery-id'], event: req.headers['x-service-event'], signature, answered: status, headers, body });
+      } else {
+        print(`\n${new Date().toISOString()}  ${req.method} ${req.url}  ${req.headers['x-service-event'] ?? ''}  ${req.headers['x-service-delivery-id'] ?? ''}  → ${status}`);
+        print(`  signature: ${signature}`);
+        for (const [name, value] of Object.entries(headers)) print(`  ${name}: ${String(value)}`);
+        print(JSON.stringify(body, null, 2).replace(/^/gm, '  '));
+      }
+    });
+  };
 }
 
 async function listen(config: Config, args: string[]): Promise<void> {
@@ -70,38 +112,7 @@ async function listen(config: Config, args: string[]): Promise<void> {
   let secret = values.secret;
   const print = (line: unknown) => console.log(values.json ? JSON.stringify(line) : line);
 
-  const server = createServer({ key: certificate.key, cert: certificate.cert }, (req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (chunk: Buffer) => chunks.push(chunk));
-    req.on('end', () => {
-      res.writeHead(status, { 'Content-Type': 'text/plain' }).end(status < 300 ? 'ok' : 'failing on purpose');
-      const rawBody = Buffer.concat(chunks);
-      let signature = 'unchecked (no --secret)';
-      let body: unknown;
-      try {
-        body = JSON.parse(rawBody.toString('utf8'));
-      } catch {
-        body = rawBody.toString('utf8');
-      }
-      if (secret) {
-        try {
-          verifyWebhook({ rawBody, headers: req.headers, secret });
-          signature = 'verified';
-        } catch (error) {
-          signature = error instanceof WebhookVerificationError ? `FAILED: ${error.code}` : `FAILED: ${String(error)}`;
-        }
-      }
-      const headers = Object.fromEntries(Object.entries(req.headers).filter(([name]) => name !== 'connection'));
-      if (values.json) {
-        print({ received_at: new Date().toISOString(), delivery_id: req.headers['x-service-delivery-id'], event: req.headers['x-service-event'], signature, answered: status, headers, body });
-      } else {
-        print(`\n${new Date().toISOString()}  ${req.method} ${req.url}  ${req.headers['x-service-event'] ?? ''}  ${req.headers['x-service-delivery-id'] ?? ''}  → ${status}`);
-        print(`  signature: ${signature}`);
-        for (const [name, value] of Object.entries(headers)) print(`  ${name}: ${String(value)}`);
-        print(JSON.stringify(body, null, 2).replace(/^/gm, '  '));
-      }
-    });
-  });
+  const server = createServer({ key: certificate.key, cert: certificate.cert }, printRequest({ status, json: values.json, secret: () => secret, print }));
   await new Promise<void>((resolve, reject) => {
     server.once('error', (error) => reject(new CliError(`cannot listen on 127.0.0.1:${port}: ${error.message}`)));
     server.listen(port, '127.0.0.1', resolve);
