@@ -11,7 +11,7 @@ import { startHttpsReceiver, type HttpsReceiver } from '../support/https-receive
 import { readmeCommands, runToEnd } from '../support/readme.ts';
 import { waitFor } from '../support/wait.ts';
 import { docker, missingCommands, startContainerEngine, type ContainerEngine } from './engine.ts';
-import { ensureLocalImages } from './images.ts';
+import { makeLocalImages } from './images.ts';
 
 /*
  * The README's Docker Compose path, run for real: the images docker-compose.yml names are made on
@@ -95,7 +95,7 @@ beforeAll(async () => {
   if (missing.length > 0) throw new Error(`the compose test needs: ${missing.join('; ')}`);
   engine = await startContainerEngine();
   const started = Date.now();
-  ensureLocalImages(engine.env, NOT_MADE_HERE);
+  await makeLocalImages(engine.env, NOT_MADE_HERE);
   console.error(`compose test: images ready in ${((Date.now() - started) / 1000).toFixed(1)} s`);
 
   // The receiver's certificate names the host as the containers call it; the workers trust it.

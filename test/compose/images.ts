@@ -1,7 +1,8 @@
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { cpSync, linkSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
 import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { parse } from 'yaml';
 import { PROMTOOL_MODULE } from '../../scripts/promtool.mjs';
 import { ensureGoBinaries, projectRoot } from '../../src/local/go-tools.mjs';
@@ -168,7 +169,7 @@ function imagesNamed(): { services: Record<string, string>; dockerfileBase: stri
  * be made here), if missing or made from other inputs. Slow the first time (minutes: Debian root
  * file systems, Go builds); seconds once cached.
  */
-export function ensureLocalImages(env: NodeJS.ProcessEnv, skip: string[]): void {
+function ensureLocalImages(env: NodeJS.ProcessEnv, skip: string[]): void {
   mkdirSync(STAGING, { recursive: true });
   const { services, dockerfileBase } = imagesNamed();
   const debianKey = ensureDebian(env);
@@ -194,3 +195,23 @@ function recipeByImage(services: Record<string, string>, image: string): Recipe 
   const owner = Object.keys(SERVICE_RECIPES).find((service) => services[service] === image);
   return owner ? SERVICE_RECIPES[owner] : undefined;
 }
+
+/**
+ * {@link ensureLocalImages} in a process of its own, so that the minutes it takes on a new
+ * machine do not block the test worker's event loop: a worker that does not answer the test
+ * runner for a minute fails the run ("Timeout calling onTaskUpdate"), however well its tests went.
+ */
+export function makeLocalImages(env: NodeJS.ProcessEnv, skip: string[]): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['--import', './scripts/typescript.mjs', import.meta.filename, ...skip], {
+      cwd: projectRoot,
+      env,
+      stdio: ['ignore', 'inherit', 'inherit'],
+    });
+    child.once('error', reject);
+    child.once('exit', (code, signal) => (code === 0 ? resolve() : reject(new Error(`making the compose images failed (${signal ?? `exit ${code}`})`))));
+  });
+}
+
+// Run as a program (by makeLocalImages): the services not to make are its arguments.
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) ensureLocalImages(process.env, process.argv.slice(2));
