@@ -7,7 +7,7 @@ import type { AttemptOutcome } from '../db/queries/deliveries.ts';
 
 // The address policy: no request reaches a non-public address, whatever a URL's host resolves to.
 
-const blocked = new BlockList();
+const nonPublicNetworks = new BlockList();
 for (const [network, prefix] of [
   ['0.0.0.0', 8], // "this" network
   ['10.0.0.0', 8], // private
@@ -24,7 +24,7 @@ for (const [network, prefix] of [
   ['224.0.0.0', 4], // multicast
   ['240.0.0.0', 4], // reserved, broadcast
 ] as const) {
-  blocked.addSubnet(network, prefix, 'ipv4');
+  nonPublicNetworks.addSubnet(network, prefix, 'ipv4');
 }
 for (const [network, prefix] of [
   ['::', 128], // unspecified
@@ -34,7 +34,7 @@ for (const [network, prefix] of [
   ['ff00::', 8], // multicast
   ['2001:db8::', 32], // documentation
 ] as const) {
-  blocked.addSubnet(network, prefix, 'ipv6');
+  nonPublicNetworks.addSubnet(network, prefix, 'ipv6');
 }
 
 /** IPv4 address embedded in an IPv4-mapped (::ffff:a.b.c.d) or NAT64 (64:ff9b::/96) IPv6 address. */
@@ -54,11 +54,11 @@ function embeddedIpv4(address: string): string | undefined {
  */
 export function isPublicAddress(address: string): boolean {
   const family = isIP(address);
-  if (family === 4) return !blocked.check(address, 'ipv4');
+  if (family === 4) return !nonPublicNetworks.check(address, 'ipv4');
   if (family !== 6) return false;
   const v4 = embeddedIpv4(address);
-  if (v4) return !blocked.check(v4, 'ipv4');
-  return !blocked.check(address, 'ipv6');
+  if (v4) return !nonPublicNetworks.check(v4, 'ipv4');
+  return !nonPublicNetworks.check(address, 'ipv6');
 }
 
 /** At most this much of a response body is read; the rest is cut off. */

@@ -6,6 +6,7 @@ import { pathToFileURL } from 'node:url';
 import { parse } from 'yaml';
 import { PROMTOOL_MODULE } from '../../scripts/promtool.mjs';
 import { ensureGoBinaries, projectRoot } from '../../src/local/go-tools.mjs';
+import { nodeArgsForChild } from '../../src/node-child.ts';
 import { TEMPORAL_SCHEMA_DIR, ensureTemporalTools } from '../../src/local/temporal-tools.mjs';
 
 /*
@@ -203,7 +204,7 @@ function recipeByImage(services: Record<string, string>, image: string): Recipe 
  */
 export function makeLocalImages(env: NodeJS.ProcessEnv, skip: string[]): Promise<void> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', './scripts/typescript.mjs', import.meta.filename, ...skip], {
+    const child = spawn(process.execPath, [...nodeArgsForChild(), import.meta.filename, ...skip], {
       cwd: projectRoot,
       env,
       stdio: ['ignore', 'inherit', 'inherit'],
