@@ -7,7 +7,8 @@ import { defineConfig } from 'vitest/config';
  * and restarts), and each owns its ports, data directory and receiver, so nothing is shared.
  * The recovery times a scenario reports are then those of a machine running two; for figures
  * to quote, run it one file at a time: `npm run test:faults -- --no-file-parallelism`.
- * No globalSetup of the quick suite.
+ * Its global set-up is its own (test/faults/global-setup.ts: the workflow bundle, made once for
+ * every worker process the scenarios start), not the quick suite's.
  */
 export default defineConfig({
   test: {

@@ -39,6 +39,7 @@ import {
 import { options } from './lib/options.ts';
 import { endProgress, hostInfo, loadAverage, now, outputPaths, progress, sleep, stamp } from './lib/output.ts';
 import { fireAtRate } from './lib/pacing.ts';
+import { machineCpu } from './lib/procstat.ts';
 import { createProject } from './lib/projects.ts';
 import { createPublisher, type EventPublisher } from './lib/publisher.ts';
 import { startCertifiedReceiver, type ReceiverHandle } from './lib/receiver-client.ts';
@@ -147,6 +148,7 @@ async function runPhase(deps: PhaseDeps, phase: Phase, total: number, waitS: num
   const publishTimes: number[] = [];
   const publishMs: number[] = [];
   const started = now();
+  const cpuBefore = machineCpu();
   const stalls = await fireAtRate(options.rate, total, options.maxInFlight, async (seq) => {
     const at = now();
     publishTimes.push(at);
@@ -156,6 +158,7 @@ async function runPhase(deps: PhaseDeps, phase: Phase, total: number, waitS: num
     for (const id of result.deliveryIds) deps.ledger.sent(id, phase, at);
   });
   const publishEnd = now();
+  const cpuAfter = machineCpu();
   onPublished();
   const { landed, end, figures } = await awaitLandings(deps.ledger, phase, deps.endpoint, deps.db, publishEnd + waitS * 1000);
   const { origin } = deps.timeline;
@@ -167,6 +170,8 @@ async function runPhase(deps: PhaseDeps, phase: Phase, total: number, waitS: num
     started_s: round((started - origin) / 1000, 1),
     publishing_s: round((publishEnd - started) / 1000, 1),
     waited_s: round((end - publishEnd) / 1000, 1),
+    machine_busy_cores: round((cpuAfter.busySeconds - cpuBefore.busySeconds) / Math.max((publishEnd - started) / 1000, 0.001), 2),
+    cores: cpuAfter.cores,
   };
   return { landed, publishTimes, publishEnd, result };
 }
