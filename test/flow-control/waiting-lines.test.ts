@@ -121,8 +121,12 @@ describe.skipIf(databaseKind !== 'postgres')('waiting lines of any length (Postg
     for (const step of Object.keys(shortCosts) as (keyof typeof shortCosts)[]) {
       expect(longCosts[step].statements, step).toBe(1);
       expect(longCosts[step].sequentialScans, step).toBe(0);
-      // The same rows, give or take one: never the line (measured: 14-20 rows a call either way).
-      expect(longCosts[step].rowsRead, step).toBeLessThanOrEqual(shortCosts[step].rowsRead + 1);
+      // The same rows, never the line (measured: 4-23 rows a call). Give or take one, and the
+      // deliveries ahead that a recheck counts (at most the webhook's limit): an index-only scan
+      // fetches them from the table only where the visibility map does not yet mark their pages
+      // all-visible, which an open transaction of another connection can delay for one line and
+      // not the other.
+      expect(longCosts[step].rowsRead, step).toBeLessThanOrEqual(shortCosts[step].rowsRead + limits.webhookMaxInFlight + 1);
       expect(longCosts[step].rowsRead, step).toBeLessThan(40);
     }
   }, 300_000);
