@@ -171,7 +171,6 @@ async function runPhase(deps: PhaseDeps, phase: Phase, total: number, waitS: num
     publishing_s: round((publishEnd - started) / 1000, 1),
     waited_s: round((end - publishEnd) / 1000, 1),
     machine_busy_cores: round((cpuAfter.busySeconds - cpuBefore.busySeconds) / Math.max((publishEnd - started) / 1000, 0.001), 2),
-    cores: cpuAfter.cores,
   };
   return { landed, publishTimes, publishEnd, result };
 }

@@ -32,11 +32,10 @@ export interface PhaseResult extends DeliveryFigures {
   waited_s: number;
   /**
    * The machine's cores busy while A published (every process: the service, its backends, the
-   * bench), of `cores`: near `cores`, the machine was saturated, and the p99 ratio measures its
+   * bench): near the run's `host.cpus`, the machine was saturated, and the p99 ratio measures its
    * capacity rather than one project's cost to another.
    */
   machine_busy_cores: number;
-  cores: number;
 }
 
 /** B's deliveries and B's endpoint at one moment of the run. */
@@ -134,7 +133,7 @@ export function printNeighbourReport(result: NeighbourResult, files: { json: str
     ['A: delivered / expected (late, lost)', `${landed(alone)}  |  ${landed(beside)}`],
     ['A: latency_ms', `${latency(alone)}  |  ${latency(beside)}`],
     ['A: publish_ms', `${fmtP(alone.publish_ms)}  |  ${fmtP(beside.publish_ms)}`],
-    ['machine: cores busy while A published', `${busyCores(alone)}  |  ${busyCores(beside)}`],
+    ['machine: cores busy while A published', `${busyCores(alone, result)}  |  ${busyCores(beside, result)}`],
     ['A: p99 beside / alone', `${beside.latency_is_lower_bound ? '≥ ' : ''}${result.p99_ratio} (target ≤ 2: ${result.p99_ratio <= 2 && !beside.latency_is_lower_bound ? 'met' : 'not met'})`],
     ['A: duplicates / invalid signatures / unexpected', `${result.healthy_endpoint.duplicates} / ${result.healthy_endpoint.invalid_signatures} / ${result.healthy_endpoint.unexpected_deliveries}`],
     ...Object.entries(neighbour.report),
@@ -163,7 +162,7 @@ export function printNeighbourReport(result: NeighbourResult, files: { json: str
 }
 
 /** The machine's busy cores in a phase, as the report prints them: "1.2 of 2". */
-const busyCores = (phase: PhaseResult) => `${phase.machine_busy_cores} of ${phase.cores}`;
+const busyCores = (phase: PhaseResult, result: NeighbourResult) => `${phase.machine_busy_cores} of ${result.host.cpus}`;
 
 /** The run as a row of docs/performance.md's noisy-neighbour tables, with their header. */
 function printMarkdownRow(result: NeighbourResult): void {
@@ -188,7 +187,7 @@ function printMarkdownRow(result: NeighbourResult): void {
     load,
     `${formatStatuses(last)}; ${last?.attempts ?? 0} attempts, ${neighbour.endpoint_requests} requests at its endpoint`,
     `${neighbour.endpoint_max_open_requests} (at the end: ${last?.open_requests_peak ?? 0})`,
-    `${busyCores(alone)} / ${busyCores(beside)}`,
+    `${busyCores(alone, result)} / ${busyCores(beside, result)}`,
   ];
   console.log('\nFor docs/performance.md:\n');
   console.log("| Scenario, topology | A alone: p50 / p99 / max ms | A beside B: p50 / p99 / max ms | p99 ratio (target ≤ 2) | A late / lost | B's load | B's deliveries at the end | most requests open at B's endpoint | cores busy: alone / beside |");
