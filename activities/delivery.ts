@@ -2,7 +2,7 @@ import { CompleteAsyncError, Context } from '@temporalio/activity';
 import { markDeadLetter } from '../src/db/queries/deliveries.ts';
 import type { SendsInFlight } from '../src/delivery/sends-in-flight.ts';
 import { disableIfFailing, type AutoDisableRule } from '../src/endpoint-health/auto-disable.ts';
-import { acquireSendPlaces, turnRecheckMs, type FlowLimits } from '../src/flow-control/places.ts';
+import { acquireSendPlaces, releaseSendPlaces, turnRecheckMs, type FlowLimits } from '../src/flow-control/places.ts';
 import type { ActivityCompletion } from '../src/temporal/activity-completion.ts';
 import { SpanAttributes } from '../src/tracing/attributes.ts';
 import { activeTraceContext, annotateActiveSpan } from '../src/tracing/spans.ts';
@@ -108,7 +108,12 @@ export function createDeliveryActivities({ db, secretBox, sender, logger, metric
       }
     },
 
-    /** Ends a round in `dead_letter` (idempotent). */
+    /**
+     * Ends a round in `dead_letter` (idempotent), and gives back what the delivery still held for
+     * a next attempt: its place in line (a round whose last activity failed while it waited) and
+     * places kept for it. Until its retry it waits for nothing, and a place in line it kept would
+     * stand at the head of its webhook's line, woken in vain, ahead of every later delivery.
+     */
     async markDeadLetter(deliveryId: string, reason?: string): Promise<void> {
       annotateActiveSpan({
         [SpanAttributes.deliveryId]: deliveryId,
@@ -116,6 +121,7 @@ export function createDeliveryActivities({ db, secretBox, sender, logger, metric
         [SpanAttributes.deadLetterReason]: reason ?? 'every attempt of the round failed',
       });
       await markDeadLetter(db, deliveryId, reason);
+      wake(await releaseSendPlaces(db, deliveryId, null, flow.limits));
       metrics.deliveriesFinished.inc({ status: 'dead_letter' });
       logger.warn({ deliveryId, reason }, 'delivery dead-lettered');
       const disabled = await disableIfFailing(db, deliveryId, autoDisable);

@@ -82,12 +82,18 @@ export function turnRecheckMs(decision: Extract<PlaceDecision, { decision: 'wait
 }
 
 /**
- * Gives back the places of `attempt` of `deliveryId`, or its place in line; returns the
- * deliveries to wake. With `keepForMs` (the attempt timed out and the delivery's next attempt
- * comes after that backoff) the places stay the delivery's, reserved for that attempt, and nobody
- * is woken.
+ * Gives back the places of `attempt` of `deliveryId` (`null`: those kept or reserved for its next
+ * attempt), and its place in line; returns the deliveries to wake. With `keepForMs` (the attempt
+ * timed out and the delivery's next attempt comes after that backoff) the places stay the
+ * delivery's, reserved for that attempt, and nobody is woken.
  */
-export async function releaseSendPlaces(db: Database, deliveryId: string, attempt: string, limits: Pick<FlowLimits, 'reserveMs'>, keepForMs?: number): Promise<string[]> {
+export async function releaseSendPlaces(
+  db: Database,
+  deliveryId: string,
+  attempt: string | null,
+  limits: Pick<FlowLimits, 'reserveMs'>,
+  keepForMs?: number,
+): Promise<string[]> {
   const [row] = await queryRows<{ wake: string[] }>(
     db,
     sql`select release_send_places(${deliveryId}, ${attempt}, ${limits.reserveMs}, ${keepForMs === undefined ? null : Math.ceil(keepForMs)}::integer) as wake`,

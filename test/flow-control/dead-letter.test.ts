@@ -1,0 +1,103 @@
+/**
+ * A round that ends in `dead_letter` while its delivery waits in line (its last activity failed
+ * before it was served: the database unreachable for that call, or its worker gone) gives its
+ * place in line back. Kept, it would stand at the head of its webhook's line until the delivery's
+ * retry or its workflow's end, 7 days later: every release would wake it in vain and every later
+ * delivery of the webhook would queue behind it.
+ */
+import { Client, Connection } from '@temporalio/client';
+import { eq } from 'drizzle-orm';
+import pino from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createDeliveryActivities } from '../../activities/delivery.ts';
+import type { DatabaseHandle } from '../../src/db/client.ts';
+import { createApiKey } from '../../src/db/queries/api-keys.ts';
+import { recordEvent } from '../../src/db/queries/events.ts';
+import { insertWebhook } from '../../src/db/queries/webhooks.ts';
+import { deliveries, sendWaiters } from '../../src/db/schema.ts';
+import { createSender } from '../../src/delivery/sender.ts';
+import { SendsInFlight } from '../../src/delivery/sends-in-flight.ts';
+import { acquireSendPlaces, releaseSendPlaces, type FlowLimits } from '../../src/flow-control/places.ts';
+import { createMetrics } from '../../src/metrics.ts';
+import { generateEncryptionKey, SecretBox } from '../../src/secrets/crypto.ts';
+import { activityCompletion } from '../../src/temporal/activity-completion.ts';
+import { openTestDatabase } from '../support/database.ts';
+import { docauthData } from '../support/event-data.ts';
+
+let handle: DatabaseHandle;
+const box = new SecretBox(generateEncryptionKey());
+const limits: FlowLimits = { webhookMaxInFlight: 1, projectMaxInFlight: 100, destinationMaxInFlight: 100, holdMs: 60_000, reserveMs: 60_000 };
+/** The deliveries the activities asked Temporal to wake (the `sendTurn` signal), in order. */
+const signalled: string[] = [];
+const stopping = new AbortController();
+const sender = createSender({ timeoutMs: 1_000, allowPrivateTargets: true });
+
+beforeAll(async () => {
+  handle = await openTestDatabase();
+});
+afterAll(async () => {
+  stopping.abort();
+  sender.close();
+  await handle?.close();
+});
+
+/** The delivery activities as the worker makes them; nothing here reaches Temporal but the wake signals, which are recorded. */
+function deliveryActivities() {
+  return createDeliveryActivities({
+    db: handle.db,
+    secretBox: box,
+    sender,
+    logger: pino({ level: 'silent' }),
+    metrics: createMetrics(),
+    sendTraceparent: false,
+    autoDisable: { afterMs: 5 * 24 * 3_600_000, minDeadLetters: 10 },
+    flow: {
+      limits,
+      breakerThreshold: 5,
+      wake: async (deliveryIds) => {
+        signalled.push(...deliveryIds);
+        return [];
+      },
+    },
+    sends: new SendsInFlight(10),
+    // Used only by sends handed to the background, which this test makes none of.
+    completion: activityCompletion(new Client({ connection: Connection.lazy({ address: '127.0.0.1:1' }) })),
+    stopping: stopping.signal,
+  });
+}
+
+describe('a dead letter in line', () => {
+  it('gives its place in line back: the next delivery of its webhook is served when a place frees, and it is never woken in vain', async () => {
+    const projectId = 'dead-letter-line';
+    const { key } = await createApiKey(handle.db, { projectId, services: ['webhooks'] });
+    const webhook = await insertWebhook(handle.db, box, projectId, {
+      apiKeyId: key.id,
+      url: 'https://127.0.0.1:1/hooks/dead-letter-line',
+      events: ['docauth.completed'],
+      headers: {},
+      secret: 'whsec_test',
+    });
+    const [holder, deadLetter, next] = await Promise.all(
+      [1, 2, 3].map(async () => {
+        const recorded = await recordEvent(handle.db, box, { projectId, event: 'docauth.completed', occurredAt: new Date(), payload: docauthData(), onlyWebhookId: webhook.id });
+        return recorded.deliveries[0]!.deliveryId;
+      }),
+    );
+    const attemptOf = (deliveryId: string) => `run/${deliveryId}/1`;
+
+    expect(await acquireSendPlaces(handle.db, holder!, attemptOf(holder!), limits)).toMatchObject({ decision: 'granted' });
+    expect(await acquireSendPlaces(handle.db, deadLetter!, attemptOf(deadLetter!), limits)).toMatchObject({ decision: 'wait_turn', blocked: 'webhook' });
+
+    // Its round's last activity failed while it waited: the workflow dead-letters it.
+    await deliveryActivities().markDeadLetter(deadLetter!, 'every attempt of the round failed');
+
+    const [row] = await handle.db.select({ status: deliveries.status }).from(deliveries).where(eq(deliveries.id, deadLetter!));
+    expect(row?.status).toBe('dead_letter');
+    expect(await handle.db.select().from(sendWaiters).where(eq(sendWaiters.deliveryId, deadLetter!))).toEqual([]);
+
+    const woken = await releaseSendPlaces(handle.db, holder!, attemptOf(holder!), limits);
+    expect(woken).not.toContain(deadLetter);
+    expect(await acquireSendPlaces(handle.db, next!, attemptOf(next!), limits)).toMatchObject({ decision: 'granted' });
+    expect(signalled).not.toContain(deadLetter);
+  });
+});
