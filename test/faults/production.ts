@@ -52,7 +52,9 @@ export async function startProductionCluster(name: string, caFile: string, extra
     },
     async unexpectedExits() {
       const status = await topology.refresh();
-      return status.stopped.map(({ role, index }) => `${role} ${index}`).filter((process) => !expectedDown.has(process)).map((p) => `${p} is not running`);
+      return status.stopped
+        .filter(({ role, index }) => !expectedDown.has(`${role} ${index}`))
+        .map(({ role, index }) => `${role} ${index} is not running; its log ends:\n${topology.log(`${role}-${index}`).split('\n').slice(-15).join('\n')}`);
     },
     async stop() {
       await database.close();
