@@ -5,7 +5,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
-import type { Database } from '../src/db/client.ts';
+import { retryWhileUnreachable, type Database } from '../src/db/client.ts';
 import { releaseSendPlaces } from '../src/flow-control/places.ts';
 import type { ActivityCompletion, HeartbeatAnswer } from '../src/temporal/activity-completion.ts';
 import { SpanAttributes } from '../src/tracing/attributes.ts';
@@ -94,6 +94,7 @@ export function createBackgroundSends({ db, logger, flow, attemptDeps, completio
     taskToken: Uint8Array,
     position: PolicyPosition,
     trace: ReturnType<typeof activeTraceContext>,
+    recordBy: number,
   ): Promise<() => Promise<void>> {
     const abort = new AbortController();
     let answer: HeartbeatAnswer = 'running';
@@ -112,7 +113,12 @@ export function createBackgroundSends({ db, logger, flow, attemptDeps, completio
     let keepForMs: number | undefined;
     try {
       const attributes = { [SpanAttributes.deliveryId]: prepared.deliveryId, [SpanAttributes.webhookId]: prepared.webhook.id, [SpanAttributes.attemptNumber]: prepared.attemptNumber };
-      const ended = await inAttemptSpan(trace, attributes, async () => recordAttempt(attemptDeps, prepared, await sendAttempt(attemptDeps, prepared, abort.signal), position));
+      const ended = await inAttemptSpan(trace, attributes, async () => {
+        const sent = await sendAttempt(attemptDeps, prepared, abort.signal);
+        // The request went out: its outcome is recorded once the database answers, while the
+        // activity may still end in time, rather than the attempt failed and its request sent again.
+        return retryWhileUnreachable(() => recordAttempt(attemptDeps, prepared, sent, position), { until: recordBy, signal: stopping });
+      });
       const final = answer as HeartbeatAnswer;
       if (final === 'cancelled') report = () => completion.reportCancelled(taskToken);
       else if (final === 'gone') report = async () => {};
@@ -122,7 +128,7 @@ export function createBackgroundSends({ db, logger, flow, attemptDeps, completio
         keepForMs = ended.keepPlacesForMs;
       }
     } catch (error) {
-      // The attempt could not be recorded (the database is down): the policy retries it.
+      // The attempt could not be recorded (the database down past recordBy): the policy retries it.
       logger.error({ err: error, deliveryId: prepared.deliveryId }, 'delivery attempt could not be recorded');
       report = () => completion.fail(taskToken, error as Error);
     } finally {

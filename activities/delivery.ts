@@ -1,4 +1,5 @@
 import { CompleteAsyncError, Context } from '@temporalio/activity';
+import { isDatabaseUnreachable } from '../src/db/client.ts';
 import { markDeadLetter } from '../src/db/queries/deliveries.ts';
 import type { SendsInFlight } from '../src/delivery/sends-in-flight.ts';
 import { disableIfFailing, type AutoDisableRule } from '../src/endpoint-health/auto-disable.ts';
@@ -43,10 +44,21 @@ export interface RoundPosition {
 /**
  * How a send activity ended without an attempt: a scope of its places was full (`turn`: wait in
  * line until woken), or it must wait for a time (`rate`: its webhook's rate limit gave it a later
- * start; `attempt`: an earlier attempt of the delivery may still be sending). `attempt` is the
- * round's attempt that did not happen, which the next activity starts with.
+ * start; `attempt`: an earlier attempt of the delivery may still be sending; `database`: its
+ * database could not be reached before its request went out). `attempt` is the round's attempt
+ * that did not happen, which the next activity starts with.
  */
-export type SendWait = { attempt: number } & ({ wait: 'turn'; recheckMs: number } | { wait: 'rate' | 'attempt'; waitMs: number });
+export type SendWait = { attempt: number } & ({ wait: 'turn'; recheckMs: number } | { wait: 'rate' | 'attempt' | 'database'; waitMs: number });
+
+/**
+ * How long a send that could not reach its database waits before its round asks again, on
+ * average (each wait is drawn between half and one and a half of it, so that the sends an outage
+ * caught do not all come back at one instant).
+ */
+const DATABASE_RECHECK_MS = 5_000;
+
+/** Time left, at the latest, between a send's last try to record its outcome and its activity's start-to-close timeout. */
+const RECORD_MARGIN_MS = 10_000;
 
 /** Creates the activities with their dependencies (the dependency-injection pattern). */
 export function createDeliveryActivities({ db, secretBox, sender, logger, metrics, sendTraceparent, autoDisable, flow, sends, completion, stopping }: DeliveryActivityDeps) {
@@ -66,15 +78,17 @@ export function createDeliveryActivities({ db, secretBox, sender, logger, metric
     async sendDelivery(deliveryId: string, round: RoundPosition = { attemptsBefore: 0 }): Promise<'delivered' | 'gone' | SendWait> {
       const context = Context.current();
       const { info } = context;
+      // An outcome not recorded by then is left to the retry policy, before the server times the activity out.
+      const recordBy = Date.now() + info.startToCloseTimeoutMs - RECORD_MARGIN_MS;
       // Heartbeats carry a cancellation (a manual retry) to the activity while it prepares, and tell the server this worker is alive.
       const heartbeats = setInterval(() => context.heartbeat(), 1_000);
       annotateActiveSpan({ [SpanAttributes.deliveryId]: deliveryId });
       const attempt = `${info.workflowExecution?.runId}/${info.activityId}/${info.attempt}`;
       const admission = await sends.admit();
+      const roundAttempt = round.attemptsBefore + info.attempt;
       try {
         const places = await acquireSendPlaces(db, deliveryId, attempt, flow.limits, round.attemptsBefore === 0 && info.attempt === 1);
         wake(places.wake);
-        const roundAttempt = round.attemptsBefore + info.attempt;
         if (places.decision === 'wait_turn') {
           annotateActiveSpan({ [SpanAttributes.outcome]: 'waiting_for_turn' });
           metrics.sendWaits.inc({ reason: `${places.blocked}_busy` });
@@ -100,8 +114,18 @@ export function createDeliveryActivities({ db, secretBox, sender, logger, metric
         const position = { attempt: info.attempt, retryPolicy: info.retryPolicy };
         const job = prepared;
         const trace = activeTraceContext();
-        admission.run(async () => reportEnd(await finishInBackground(job, attempt, info.taskToken, position, trace), job.deliveryId));
+        admission.run(async () => reportEnd(await finishInBackground(job, attempt, info.taskToken, position, trace, recordBy), job.deliveryId));
         throw new CompleteAsyncError();
+      } catch (error) {
+        if (!isDatabaseUnreachable(error)) throw error;
+        // No request went out: the round waits for its database instead of using up an attempt,
+        // so an outage longer than a round's schedule does not end it in dead_letter. (Places a
+        // lost answer granted it lapse after their hold; those of a failed preparation went back.)
+        const waitMs = Math.round(DATABASE_RECHECK_MS * (0.5 + Math.random()));
+        annotateActiveSpan({ [SpanAttributes.outcome]: 'waiting_for_database' });
+        metrics.sendWaits.inc({ reason: 'database_unreachable' });
+        logger.warn({ deliveryId, waitMs, err: error }, 'send waits for its database, which cannot be reached');
+        return { attempt: roundAttempt, wait: 'database', waitMs };
       } finally {
         admission.cancel();
         clearInterval(heartbeats);

@@ -5,6 +5,7 @@ import { migrate as migratePglite } from 'drizzle-orm/pglite/migrator';
 import { migrate as migratePostgres } from 'drizzle-orm/postgres-js/migrator';
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
 import { sql, type SQL } from 'drizzle-orm';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import postgres from 'postgres';
 import * as schema from './schema.ts';
@@ -96,12 +97,71 @@ export async function openDatabase(target: DatabaseTarget, options: OpenOptions 
 /** Error codes meaning a connection died under a transaction: driver, socket, server shutdown (57P01/57P02). */
 const CONNECTION_LOST_CODES = new Set(['CONNECTION_CLOSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', '57P01', '57P02']);
 
-function isConnectionLoss(error: unknown): boolean {
+/**
+ * Error codes meaning the database cannot be reached at all, beyond a connection lost: refused or
+ * timed-out connects, a pool closed, a host not found, a server starting or shutting down
+ * (57P03), too many connections (53300), and SQLSTATE class 08 (connection exceptions).
+ */
+const UNREACHABLE_CODES = new Set([
+  ...CONNECTION_LOST_CODES,
+  'CONNECTION_ENDED',
+  'CONNECTION_DESTROYED',
+  'CONNECT_TIMEOUT',
+  'ECONNREFUSED',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  '57P03',
+  '53300',
+  '08000',
+  '08001',
+  '08003',
+  '08004',
+  '08006',
+]);
+
+/** True when `error`, or an error it wraps (a query error's `cause`), has one of `codes`. */
+function hasErrorCode(error: unknown, codes: ReadonlySet<string>): boolean {
   for (let cause = error, depth = 0; cause && typeof cause === 'object' && depth < 5; depth += 1) {
-    if (CONNECTION_LOST_CODES.has(String((cause as { code?: unknown }).code))) return true;
+    if (codes.has(String((cause as { code?: unknown }).code))) return true;
     cause = (cause as { cause?: unknown }).cause;
   }
   return false;
+}
+
+function isConnectionLoss(error: unknown): boolean {
+  return hasErrorCode(error, CONNECTION_LOST_CODES);
+}
+
+/**
+ * True when a statement failed because the database could not be reached (down, restarting,
+ * failing over, out of connections), not because of what it asked: the same may succeed later.
+ * A connection lost under a statement may have committed it, so only what is safe to repeat is
+ * tried again.
+ */
+export function isDatabaseUnreachable(error: unknown): boolean {
+  return hasErrorCode(error, UNREACHABLE_CODES);
+}
+
+/** Pauses between tries of {@link retryWhileUnreachable}: doubling from 250 ms to 5 s. */
+const UNREACHABLE_RETRY_MS = { first: 250, max: 5_000 };
+
+/**
+ * Runs `work` (statements safe to repeat), and runs it again while it fails because the database
+ * cannot be reached, until `until` (ms since the epoch) or `signal` aborts; then the last error
+ * is thrown. Any other error is thrown at once.
+ */
+export async function retryWhileUnreachable<T>(work: () => Promise<T>, { until, signal }: { until: number; signal: AbortSignal }): Promise<T> {
+  for (let pauseMs = UNREACHABLE_RETRY_MS.first; ; pauseMs = Math.min(pauseMs * 2, UNREACHABLE_RETRY_MS.max)) {
+    try {
+      return await work();
+    } catch (error) {
+      if (!isDatabaseUnreachable(error) || signal.aborted || Date.now() + pauseMs >= until) throw error;
+      const aborted = await sleep(pauseMs, false, { signal }).catch(() => true);
+      if (aborted) throw error;
+    }
+  }
 }
 
 /**
