@@ -398,6 +398,33 @@ describe('the rate limit', () => {
     // Its start time has come: the next activity of the delivery is granted without a new reservation.
     expect(await decisionOf(acquire(ids[1]!, wide, 2))).toBe('granted');
   });
+
+  it("keeps only its webhook's place until a send's start: its host's places serve other customers meanwhile, and are taken again at the start", async () => {
+    const host = `https://shared-${(sequence += 1)}.example`;
+    const hostOfTwo = { ...limits, webhookMaxInFlight: 10, destinationMaxInFlight: 2 };
+    const limited = await webhookWithDeliveries(2, { rateLimit: 1, url: `${host}/limited` });
+    const other = await webhookWithDeliveries(1, { url: `${host}/other` });
+    const [first, waiting] = limited.ids as [string, string];
+    const otherCustomers = other.ids[0]!;
+    const placesOf = async (deliveryId: string) =>
+      (await handle.db.select({ scope: sendPlaces.scope }).from(sendPlaces).where(eq(sendPlaces.deliveryId, deliveryId))).map((place) => place.scope[0]).sort();
+
+    expect(await decisionOf(acquire(first, hostOfTwo))).toBe('granted');
+    const start = await acquire(waiting, hostOfTwo);
+    expect(start).toMatchObject({ decision: 'wait_until', reason: 'rate' });
+    expect(await placesOf(waiting)).toEqual(['w']);
+    // The host has two places: one sends, and the other is not held idle by a send waiting for its start.
+    expect(await acquire(otherCustomers, hostOfTwo)).toEqual({ decision: 'granted', wake: [] });
+
+    await new Promise((resolve) => setTimeout(resolve, (start.decision === 'wait_until' ? start.waitMs : 0) + 20));
+    // Its start has come while the host is full: it waits in line for the host, keeping its webhook's place.
+    expect(await acquire(waiting, hostOfTwo, 2)).toMatchObject({ decision: 'wait_turn', blocked: 'destination' });
+    expect(await placesOf(waiting)).toEqual(['w']);
+    expect(await release(otherCustomers, hostOfTwo)).toEqual([waiting]);
+    expect(await decisionOf(acquire(waiting, hostOfTwo, 2))).toBe('granted');
+    expect(await placesOf(waiting)).toEqual(['d', 'p', 'w']);
+    expect(await handle.db.select().from(sendWaiters).where(eq(sendWaiters.deliveryId, waiting))).toEqual([]);
+  });
 });
 
 describe('the circuit breaker', () => {

@@ -1,0 +1,211 @@
+-- A send waiting for its rate-limited start keeps its webhook's place only. It kept its project's
+-- and its destination's places too, idle until its start: a webhook at 0.01 per second held up to
+-- ENDPOINT_MAX_IN_FLIGHT of its host's places for up to 1,000 s, so twenty such webhooks, of any
+-- customers, filled a host for every other customer's sends to it. Those two places now go back
+-- when the start is given (waking whoever waits for them) and are taken again when the start
+-- comes; a send that then finds one of them full waits in line for it like any other, keeping
+-- its webhook's place and so its start. Places kept after a timeout for the next attempt (a few
+-- seconds of backoff) are still all three.
+
+CREATE OR REPLACE FUNCTION acquire_send_places(
+  p_delivery text, p_attempt text,
+  p_webhook_max integer, p_project_max integer, p_destination_max integer,
+  p_hold_ms integer, p_reserve_ms integer, p_new_round boolean DEFAULT false)
+RETURNS TABLE (decision text, wait_ms integer, wait_reason text, ahead integer, wake text[])
+LANGUAGE plpgsql AS $$
+DECLARE
+  now_at timestamptz := statement_timestamp();
+  hook record;
+  held record;
+  holding boolean := false;
+  me send_waiters%ROWTYPE;
+  woken_me boolean;
+  levels constant text[] := ARRAY['webhook', 'project', 'destination'];
+  scopes text[];
+  limits integer[];
+  slots integer[] := '{}';
+  full_level integer;
+  free_slot integer;
+  woken text[] := '{}';
+  next_id text;
+  first_seq bigint;
+  counted integer;
+  start_at timestamptz;
+  held_scopes text[];
+BEGIN
+  SELECT w.id, w.project_id, w.destination, w.status, w.rate_limit, w.circuit_opened_at INTO hook
+  FROM deliveries d JOIN webhooks w ON w.id = d.webhook_id
+  WHERE d.id = p_delivery;
+  IF NOT FOUND OR hook.status <> 'active' THEN
+    RETURN QUERY SELECT 'granted'::text, 0, NULL::text, 0, '{}'::text[];
+    RETURN;
+  END IF;
+
+  SELECT p.attempt, p.expires_at, p.not_before INTO held FROM send_places p WHERE p.delivery_id = p_delivery LIMIT 1;
+  IF FOUND THEN
+    IF held.expires_at < now_at THEN
+      UPDATE send_places SET delivery_id = NULL, attempt = NULL, expires_at = '-infinity', not_before = NULL WHERE delivery_id = p_delivery;
+    ELSIF held.attempt IS NOT NULL AND held.attempt <> p_attempt THEN
+      RETURN QUERY SELECT 'wait_until'::text,
+        least(ceil(extract(epoch FROM held.expires_at - now_at) * 1000), 2147483647)::integer, 'attempt'::text, 0, '{}'::text[];
+      RETURN;
+    ELSIF held.attempt = p_attempt THEN
+      -- This attempt asks again for what it holds.
+      RETURN QUERY SELECT 'granted'::text, 0, NULL::text, 0, '{}'::text[];
+      RETURN;
+    ELSIF hook.circuit_opened_at IS NOT NULL AND EXISTS (
+      SELECT 1 FROM send_places WHERE delivery_id = p_delivery AND scope = 'w:' || hook.id AND slot > 1
+    ) THEN
+      -- Its places were reserved for it (a rate limit's start time), but the webhook's breaker
+      -- has opened since: one place is all it has now. They go back, and the delivery asks for
+      -- that one like the others.
+      woken := release_send_places(p_delivery, NULL, p_reserve_ms);
+    ELSE
+      holding := true;
+    END IF;
+  END IF;
+
+  scopes := ARRAY['w:' || hook.id, 'p:' || hook.project_id, 'd:' || hook.destination];
+  IF holding THEN
+    -- A new round (a manual retry) does not wait out the backoff its places were kept for; a
+    -- start time under a rate limit stands.
+    start_at := CASE WHEN p_new_round AND hook.rate_limit IS NULL THEN now_at ELSE held.not_before END;
+    SELECT array_agg(p.scope) INTO held_scopes FROM send_places p WHERE p.delivery_id = p_delivery;
+    IF coalesce(start_at <= now_at, true) AND NOT (scopes[2] = ANY (held_scopes) AND scopes[3] = ANY (held_scopes)) THEN
+      -- Its rate-limited start has come, and it kept only its webhook's place until then: it
+      -- takes its project's and its destination's now, or waits in line for them, keeping the
+      -- webhook's place its start was given with.
+      limits := send_scope_limits(hook.circuit_opened_at IS NOT NULL, hook.project_id, hook.destination, p_webhook_max, p_project_max, p_destination_max);
+      SELECT * INTO me FROM send_waiters WHERE delivery_id = p_delivery;
+      slots := ARRAY[NULL, NULL, NULL]::integer[];
+      FOR i IN 2..3 LOOP
+        CONTINUE WHEN scopes[i] = ANY (held_scopes);
+        free_slot := take_free_send_place(scopes[i], limits[i], now_at);
+        IF free_slot IS NULL THEN
+          full_level := i;
+          EXIT;
+        END IF;
+        slots[i] := free_slot;
+      END LOOP;
+      IF full_level IS NULL THEN
+        UPDATE send_places SET delivery_id = p_delivery, attempt = NULL, not_before = NULL, taken_at = now_at,
+          expires_at = now_at + make_interval(secs => p_hold_ms / 1000.0)
+        WHERE (scope, slot) IN ((scopes[2], slots[2]), (scopes[3], slots[3]));
+        DELETE FROM send_waiters WHERE delivery_id = p_delivery;
+      ELSE
+        -- What it holds stays its own while it waits in line, as long as it asks again (the
+        -- longest recheck of a line is 15 minutes) or until a release finds its workflow closed.
+        UPDATE send_places SET expires_at = greatest(expires_at, now_at + interval '16 minutes') WHERE delivery_id = p_delivery;
+      END IF;
+    END IF;
+  ELSE
+    limits := send_scope_limits(hook.circuit_opened_at IS NOT NULL, hook.project_id, hook.destination, p_webhook_max, p_project_max, p_destination_max);
+    SELECT * INTO me FROM send_waiters WHERE delivery_id = p_delivery;
+    woken_me := FOUND AND coalesce(me.woken_until >= now_at, false);
+    -- First come, first served within a webhook: a delivery not woken for its turn goes behind
+    -- those in line before it (not counting those woken earlier that did not come back in time).
+    -- The first of the line is read from the line's index, whatever its length.
+    SELECT o.seq INTO first_seq FROM send_waiters o
+    WHERE o.webhook_id = hook.id AND (o.woken_until IS NULL OR o.woken_until >= now_at)
+    ORDER BY o.seq LIMIT 1;
+    IF NOT woken_me AND first_seq < coalesce(me.seq, 9223372036854775807) THEN
+      full_level := 1;
+      -- The webhook's places are free while its line waits for them (a hold lapsed, or a wake
+      -- signal was lost): wake the first before this delivery that is not already on its way.
+      -- (One that waits for its project's or destination's places is woken when those free.)
+      IF EXISTS (SELECT 1 FROM send_places WHERE scope = scopes[1] AND expires_at < now_at AND slot <= limits[1]) THEN
+        SELECT o.delivery_id INTO next_id FROM send_waiters o
+        WHERE o.webhook_id = hook.id AND o.seq < coalesce(me.seq, 9223372036854775807)
+          AND (o.woken_until IS NULL OR o.woken_until < now_at)
+        ORDER BY o.seq LIMIT 1 FOR UPDATE SKIP LOCKED;
+        IF FOUND AND (SELECT blocked FROM send_waiters WHERE delivery_id = next_id) = 'webhook' THEN
+          UPDATE send_waiters SET woken_until = now_at + make_interval(secs => p_reserve_ms / 1000.0) WHERE delivery_id = next_id;
+          woken := woken || next_id;
+        END IF;
+      END IF;
+    ELSE
+      FOR i IN 1..3 LOOP
+        free_slot := take_free_send_place(scopes[i], limits[i], now_at);
+        IF free_slot IS NULL THEN
+          full_level := i;
+          EXIT;
+        END IF;
+        slots := slots || free_slot;
+      END LOOP;
+    END IF;
+  END IF;
+
+  IF full_level IS NOT NULL THEN
+      -- A delivery asking again where it already waits, as it waited, writes nothing: a long
+      -- line's rechecks only read.
+      IF me.delivery_id IS NULL OR me.woken_until IS NOT NULL
+         OR (me.webhook_id, me.project_id, me.destination, me.blocked) IS DISTINCT FROM (hook.id, hook.project_id, hook.destination, levels[full_level]) THEN
+        INSERT INTO send_waiters AS w (delivery_id, webhook_id, project_id, destination, blocked, blocked_since)
+        VALUES (p_delivery, hook.id, hook.project_id, hook.destination, levels[full_level], now_at)
+        ON CONFLICT (delivery_id) DO UPDATE SET
+          webhook_id = EXCLUDED.webhook_id,
+          project_id = EXCLUDED.project_id,
+          destination = EXCLUDED.destination,
+          blocked = EXCLUDED.blocked,
+          blocked_since = CASE WHEN w.blocked = EXCLUDED.blocked THEN w.blocked_since ELSE EXCLUDED.blocked_since END,
+          woken_until = NULL
+        RETURNING * INTO me;
+      END IF;
+      IF full_level = 1 THEN
+        SELECT count(*)::integer INTO counted FROM (
+          SELECT 1 FROM send_waiters o WHERE o.webhook_id = hook.id AND o.seq < me.seq ORDER BY o.seq LIMIT limits[1]) AS ahead_of_me;
+      ELSIF full_level = 2 THEN
+        SELECT count(*)::integer INTO counted FROM (
+          SELECT 1 FROM send_waiters o WHERE o.project_id = hook.project_id AND o.blocked = 'project' AND o.blocked_since < me.blocked_since
+          ORDER BY o.blocked_since LIMIT limits[2]) AS ahead_of_me;
+      ELSE
+        SELECT count(*)::integer INTO counted FROM (
+          SELECT 1 FROM send_waiters o WHERE o.destination = hook.destination AND o.blocked = 'destination' AND o.blocked_since < me.blocked_since
+          ORDER BY o.blocked_since LIMIT limits[3]) AS ahead_of_me;
+      END IF;
+      RETURN QUERY SELECT 'wait_turn'::text, 0, levels[full_level], counted, woken;
+      RETURN;
+  END IF;
+
+  IF NOT holding THEN
+    UPDATE send_places SET delivery_id = p_delivery, attempt = NULL, not_before = NULL, taken_at = now_at,
+      expires_at = now_at + make_interval(secs => p_hold_ms / 1000.0)
+    WHERE (scope, slot) IN ((scopes[1], slots[1]), (scopes[2], slots[2]), (scopes[3], slots[3]));
+    DELETE FROM send_waiters WHERE delivery_id = p_delivery;
+  END IF;
+
+  -- The rate limit: each send is given its own start time, 1 / rate_limit seconds after the
+  -- previous one's, and keeps its webhook's place reserved until then, so waiters wake one at a
+  -- time. (A holding send's start was read above.)
+  IF NOT holding AND hook.rate_limit IS NOT NULL THEN
+    UPDATE webhooks SET rate_next_at = greatest(now_at, coalesce(rate_next_at, now_at)) + make_interval(secs => 1.0 / rate_limit)
+    WHERE id = hook.id
+    RETURNING rate_next_at - make_interval(secs => 1.0 / rate_limit) INTO start_at;
+  END IF;
+  IF start_at > now_at THEN
+    UPDATE send_places SET attempt = NULL, not_before = start_at,
+      expires_at = start_at + make_interval(secs => p_reserve_ms / 1000.0)
+    WHERE delivery_id = p_delivery;
+    IF hook.rate_limit IS NOT NULL THEN
+      -- Until its start it keeps its webhook's place only (which bounds how far ahead starts are
+      -- given): its project's and its destination's go back at once to whoever waits for them,
+      -- rather than stand idle while other customers' sends to the same host wait.
+      WITH given_back AS (
+        UPDATE send_places SET delivery_id = NULL, attempt = NULL, expires_at = '-infinity', not_before = NULL
+        WHERE delivery_id = p_delivery AND scope <> scopes[1]
+        RETURNING 1
+      )
+      SELECT count(*) INTO counted FROM given_back;
+      IF counted > 0 THEN
+        woken := woken || wake_send_waiters(NULL, hook.project_id, hook.destination, p_reserve_ms, now_at);
+      END IF;
+    END IF;
+    RETURN QUERY SELECT 'wait_until'::text,
+      least(ceil(extract(epoch FROM start_at - now_at) * 1000), 2147483647)::integer, 'rate'::text, 0, woken;
+    RETURN;
+  END IF;
+  UPDATE send_places SET attempt = p_attempt, not_before = NULL,
+    expires_at = now_at + make_interval(secs => p_hold_ms / 1000.0)
+  WHERE delivery_id = p_delivery;
+  RETURN QUERY SELECT 'granted'::text, 0, NULL::text, 0, woken;
+END $$;
