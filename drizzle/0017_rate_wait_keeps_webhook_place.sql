@@ -94,7 +94,7 @@ BEGIN
         DELETE FROM send_waiters WHERE delivery_id = p_delivery;
       ELSE
         -- What it holds stays its own while it waits in line, as long as it asks again (the
-        -- longest recheck of a line is 15 minutes) or until a release finds its workflow closed.
+        -- longest recheck of a line is 15 minutes); it lapses if its workflow is gone.
         UPDATE send_places SET expires_at = greatest(expires_at, now_at + interval '16 minutes') WHERE delivery_id = p_delivery;
       END IF;
     END IF;
