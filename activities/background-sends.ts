@@ -6,7 +6,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import { retryWhileUnreachable, type Database } from '../src/db/client.ts';
-import { releaseSendPlaces } from '../src/flow-control/places.ts';
+import { releaseClosedDelivery, releaseSendPlaces } from '../src/flow-control/places.ts';
 import type { ActivityCompletion, HeartbeatAnswer } from '../src/temporal/activity-completion.ts';
 import { SpanAttributes } from '../src/tracing/attributes.ts';
 import { activeTraceContext, inAttemptSpan } from '../src/tracing/spans.ts';
@@ -59,7 +59,7 @@ export function createBackgroundSends({ db, logger, flow, attemptDeps, completio
    * Wakes deliveries given their turn, in the background: while Temporal cannot be reached (a
    * restart, its database down) each signal not yet sent is tried again for about a minute. Past
    * that the deliveries ask again by themselves (turnRecheckMs). A delivery whose workflow no
-   * longer runs gives its place in line back, which wakes the next.
+   * longer runs gives its place in line and its places back, which wakes the next.
    */
   const wake = (deliveryIds: readonly string[]) => {
     for (const deliveryId of deliveryIds) {
@@ -67,7 +67,7 @@ export function createBackgroundSends({ db, logger, flow, attemptDeps, completio
         let gone: string[] = [];
         const sent = await withRetries(async () => (gone = await flow.wake([deliveryId])), stopping);
         if (!sent) logger.warn({ deliveryId }, 'could not wake a delivery waiting for its places');
-        for (const id of gone) wake(await releaseSendPlaces(db, id, '', flow.limits).catch(() => []));
+        for (const id of gone) wake(await releaseClosedDelivery(db, id, flow.limits).catch(() => []));
       })();
     }
   };

@@ -78,8 +78,14 @@ export async function acquireSendPlaces(db: Database, deliveryId: string, attemp
 export function turnRecheckMs(decision: Extract<PlaceDecision, { decision: 'wait_turn' }>, limits: FlowLimits): number {
   const limit = { webhook: limits.webhookMaxInFlight, project: limits.projectMaxInFlight, destination: limits.destinationMaxInFlight }[decision.blocked];
   if (decision.ahead === 0) return 30_000;
-  return decision.ahead < limit ? 2 * 60_000 : 15 * 60_000;
+  return decision.ahead < limit ? 2 * 60_000 : LONGEST_TURN_RECHECK_MS;
 }
+
+/**
+ * The longest a delivery waiting in line goes before asking again. What it holds while it waits
+ * (a rate-limited send's webhook place) is held a minute longer past each ask (migration 0017).
+ */
+export const LONGEST_TURN_RECHECK_MS = 15 * 60_000;
 
 /**
  * Gives back the places of `attempt` of `deliveryId` (`null`: those kept or reserved for its next
@@ -99,6 +105,15 @@ export async function releaseSendPlaces(
     sql`select release_send_places(${deliveryId}, ${attempt}, ${limits.reserveMs}, ${keepForMs === undefined ? null : Math.ceil(keepForMs)}::integer) as wake`,
   );
   return row!.wake;
+}
+
+/**
+ * Gives back everything a delivery whose workflow has closed still holds for a next attempt: its
+ * place in line and the places kept or reserved for it (which would otherwise stay idle until
+ * their hold lapses); returns the deliveries to wake.
+ */
+export function releaseClosedDelivery(db: Database, deliveryId: string, limits: Pick<FlowLimits, 'reserveMs'>): Promise<string[]> {
+  return releaseSendPlaces(db, deliveryId, null, limits);
 }
 
 /**
