@@ -156,6 +156,7 @@ export async function recordAttempt(
   deps.metrics.attemptDuration.observe({ outcome }, sent.durationMs / 1000);
   const log = { deliveryId, webhookId: webhook.id, attempt: attemptNumber, outcome: sent.outcome, statusCode: sent.statusCode, durationMs: sent.durationMs };
   if (!recorded.recorded) deps.logger.warn(log, 'attempt ended after a newer attempt of its delivery had started: its outcome was not recorded');
+  else if (recorded.byEarlierTry) deps.logger.info(log, 'attempt outcome recorded by an earlier try whose answer was lost with its connection');
   if (recorded.circuit) {
     deps.metrics.circuitTransitions.inc({ state: recorded.circuit });
     if (recorded.circuit === 'opened') deps.logger.warn({ webhookId: webhook.id, threshold: deps.breakerThreshold }, 'circuit breaker opened: the endpoint is probed by one attempt at a time');

@@ -64,7 +64,7 @@ it('a bulk retry during an attempt cancels it before the new round: never two re
   });
 }, 60_000);
 
-it('the late end of an abandoned attempt changes nothing: a delivered delivery stays delivered', async () => {
+it('the late end of an abandoned attempt changes nothing: a delivered delivery stays delivered; a record tried again after its answer was lost is told apart', async () => {
   const { key, webhookId } = await createWebhookFor(h, receiver.url);
   // A delivery of its own, with no workflow: this test plays the two attempts itself.
   const recorded = await recordEvent(h.db, h.secretBox, {
@@ -99,4 +99,12 @@ it('the late end of an abandoned attempt changes nothing: a delivered delivery s
   expect(webhook).toMatchObject({ successCount: 1, failureCount: 0 });
   const [oldRow] = await h.db.select().from(deliveryAttempts).where(eq(deliveryAttempts.id, abandoned!.attempt!.attemptId));
   expect(oldRow).toMatchObject({ outcome: 'timeout', statusCode: null });
+  // Told apart from an answer lost with its connection: the statement tried again after it
+  // committed finds the row closed with its own result, not by a newer attempt.
+  expect(await finishAttempt(h.db, result(abandoned!.attempt!.attemptId, 'http_error', 500), 5)).toEqual({ recorded: false });
+  const lastTry = result(retried!.attempt!.attemptId, 'succeeded', 200);
+  expect(await finishAttempt(h.db, { ...lastTry, durationMs: 5 }, 5)).toEqual({ recorded: true, byEarlierTry: true });
+  expect(await finishAttempt(h.db, { ...lastTry, durationMs: 6 }, 5)).toEqual({ recorded: false });
+  const [afterTries] = await h.db.select().from(webhooks).where(eq(webhooks.id, webhookId));
+  expect(afterTries).toMatchObject({ successCount: 1, failureCount: 0 });
 }, 30_000);

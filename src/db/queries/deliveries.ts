@@ -232,6 +232,11 @@ export interface AttemptRecorded {
   recorded: boolean;
   /** The webhook's circuit breaker changed state with this attempt. */
   circuit?: 'opened' | 'closed' | undefined;
+  /**
+   * The attempt's row was closed with this very result by an earlier try of the same statement,
+   * whose answer was lost with its connection (it committed): recorded, the breaker's change unknown.
+   */
+  byEarlierTry?: true;
 }
 
 /**
@@ -261,9 +266,28 @@ export async function finishAttempt(db: Database, result: AttemptResult, breaker
           status: result.nextStatus.status,
           nextRetryAt: result.nextStatus.status === 'failed' ? result.nextStatus.nextRetryAt.toISOString() : null,
         });
-  if (!row) return { recorded: false };
+  if (!row) return (await closedWithResult(db, result)) ? { recorded: true, byEarlierTry: true } : { recorded: false };
   const isOpen = row.circuitOpenedAt !== null;
   return { recorded: true, circuit: isOpen === row.wasOpen ? undefined : isOpen ? 'opened' : 'closed' };
+}
+
+/**
+ * Whether the attempt's row was closed with `result` itself (outcome, duration, status code and
+ * error alike): only {@link finishAttempt} with that result writes those, as what closes
+ * abandoned attempts writes its own error. Read only when the fenced statement wrote nothing.
+ */
+async function closedWithResult(db: Database, result: AttemptResult): Promise<boolean> {
+  const [row] = await db
+    .select({ outcome: deliveryAttempts.outcome, durationMs: deliveryAttempts.durationMs, statusCode: deliveryAttempts.statusCode, error: deliveryAttempts.error })
+    .from(deliveryAttempts)
+    .where(eq(deliveryAttempts.id, result.attemptId));
+  return (
+    row !== undefined &&
+    row.outcome === result.outcome &&
+    row.durationMs === result.durationMs &&
+    row.statusCode === (result.statusCode ?? null) &&
+    row.error === (result.error ?? null)
+  );
 }
 
 /** {@link finishAttempt}'s statement for a success or for a failure, with placeholders for the attempt's values. */
