@@ -130,10 +130,6 @@ function hasErrorCode(error: unknown, codes: ReadonlySet<string>): boolean {
   return false;
 }
 
-function isConnectionLoss(error: unknown): boolean {
-  return hasErrorCode(error, CONNECTION_LOST_CODES);
-}
-
 /**
  * True when a statement failed because the database could not be reached (down, restarting,
  * failing over, out of connections), not because of what it asked: the same may succeed later.
@@ -185,7 +181,7 @@ function abandonTransactionsOfLostConnections(client: postgres.Sql): postgres.Sq
         const result = callback(sql);
         return await (Array.isArray(result) ? Promise.all(result) : result);
       } catch (error) {
-        if (isConnectionLoss(error)) return new Promise<never>(() => {});
+        if (hasErrorCode(error, CONNECTION_LOST_CODES)) return new Promise<never>(() => {});
         throw error;
       }
     });
