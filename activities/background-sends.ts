@@ -5,7 +5,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
-import { retryWhileUnreachable, type Database } from '../src/db/client.ts';
+import { retryWhileUnavailable, type Database } from '../src/db/client.ts';
 import { releaseClosedDelivery, releaseSendPlaces } from '../src/flow-control/places.ts';
 import type { ActivityCompletion, HeartbeatAnswer } from '../src/temporal/activity-completion.ts';
 import { SpanAttributes } from '../src/tracing/attributes.ts';
@@ -117,7 +117,7 @@ export function createBackgroundSends({ db, logger, flow, attemptDeps, completio
         const sent = await sendAttempt(attemptDeps, prepared, abort.signal);
         // The request went out: its outcome is recorded once the database answers, while the
         // activity may still end in time, rather than the attempt failed and its request sent again.
-        return retryWhileUnreachable(() => recordAttempt(attemptDeps, prepared, sent, position), { until: recordBy, signal: stopping });
+        return retryWhileUnavailable(() => recordAttempt(attemptDeps, prepared, sent, position), { until: recordBy, signal: stopping });
       });
       const final = answer as HeartbeatAnswer;
       if (final === 'cancelled') report = () => completion.reportCancelled(taskToken);

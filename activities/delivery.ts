@@ -1,5 +1,5 @@
 import { CompleteAsyncError, Context } from '@temporalio/activity';
-import { isDatabaseUnreachable } from '../src/db/client.ts';
+import { databaseUnavailableReason } from '../src/db/client.ts';
 import { markDeadLetter } from '../src/db/queries/deliveries.ts';
 import type { SendsInFlight } from '../src/delivery/sends-in-flight.ts';
 import { disableIfFailing, type AutoDisableRule } from '../src/endpoint-health/auto-disable.ts';
@@ -117,14 +117,16 @@ export function createDeliveryActivities({ db, secretBox, sender, logger, metric
         admission.run(async () => reportEnd(await finishInBackground(job, attempt, info.taskToken, position, trace, recordBy), job.deliveryId));
         throw new CompleteAsyncError();
       } catch (error) {
-        if (!isDatabaseUnreachable(error)) throw error;
+        const reason = databaseUnavailableReason(error);
+        if (!reason) throw error;
         // No request went out: the round waits for its database instead of using up an attempt,
-        // so an outage longer than a round's schedule does not end it in dead_letter. (Places a
-        // lost answer granted it lapse after their hold; those of a failed preparation went back.)
+        // so an outage (or a migration's lock) longer than a round's schedule does not end it in
+        // dead_letter. (Places a lost answer granted it lapse after their hold; those of a failed
+        // preparation went back.)
         const waitMs = Math.round(DATABASE_RECHECK_MS * (0.5 + Math.random()));
         annotateActiveSpan({ [SpanAttributes.outcome]: 'waiting_for_database' });
-        metrics.sendWaits.inc({ reason: 'database_unreachable' });
-        logger.warn({ deliveryId, waitMs, err: error }, 'send waits for its database, which cannot be reached');
+        metrics.sendWaits.inc({ reason });
+        logger.warn({ deliveryId, waitMs, reason, err: error }, 'send waits for its database, which is not available');
         return { attempt: roundAttempt, wait: 'database', waitMs };
       } finally {
         admission.cancel();

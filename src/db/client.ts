@@ -121,6 +121,9 @@ const UNREACHABLE_CODES = new Set([
   '08006',
 ]);
 
+/** A lock not granted within `lock_timeout` (a migration, or another long transaction, holds the table or the row). */
+const LOCKED_CODES = new Set(['55P03']);
+
 /** True when `error`, or an error it wraps (a query error's `cause`), has one of `codes`. */
 function hasErrorCode(error: unknown, codes: ReadonlySet<string>): boolean {
   for (let cause = error, depth = 0; cause && typeof cause === 'object' && depth < 5; depth += 1) {
@@ -131,29 +134,32 @@ function hasErrorCode(error: unknown, codes: ReadonlySet<string>): boolean {
 }
 
 /**
- * True when a statement failed because the database could not be reached (down, restarting,
- * failing over, out of connections), not because of what it asked: the same may succeed later.
- * A connection lost under a statement may have committed it, so only what is safe to repeat is
- * tried again.
+ * Why a statement failed when the database was not available to it, not because of what it asked
+ * (the same may succeed later): `database_unreachable` (down, restarting, failing over, out of
+ * connections) or `database_locked` (a lock held past `lock_timeout`); undefined for any other
+ * failure. A connection lost under a statement may have committed it, so only what is safe to
+ * repeat is tried again.
  */
-export function isDatabaseUnreachable(error: unknown): boolean {
-  return hasErrorCode(error, UNREACHABLE_CODES);
+export function databaseUnavailableReason(error: unknown): 'database_unreachable' | 'database_locked' | undefined {
+  if (hasErrorCode(error, UNREACHABLE_CODES)) return 'database_unreachable';
+  if (hasErrorCode(error, LOCKED_CODES)) return 'database_locked';
+  return undefined;
 }
 
-/** Pauses between tries of {@link retryWhileUnreachable}: doubling from 250 ms to 5 s. */
-const UNREACHABLE_RETRY_MS = { first: 250, max: 5_000 };
+/** Pauses between tries of {@link retryWhileUnavailable}: doubling from 250 ms to 5 s. */
+const UNAVAILABLE_RETRY_MS = { first: 250, max: 5_000 };
 
 /**
  * Runs `work` (statements safe to repeat), and runs it again while it fails because the database
- * cannot be reached, until `until` (ms since the epoch) or `signal` aborts; then the last error
+ * is not available, until `until` (ms since the epoch) or `signal` aborts; then the last error
  * is thrown. Any other error is thrown at once.
  */
-export async function retryWhileUnreachable<T>(work: () => Promise<T>, { until, signal }: { until: number; signal: AbortSignal }): Promise<T> {
-  for (let pauseMs = UNREACHABLE_RETRY_MS.first; ; pauseMs = Math.min(pauseMs * 2, UNREACHABLE_RETRY_MS.max)) {
+export async function retryWhileUnavailable<T>(work: () => Promise<T>, { until, signal }: { until: number; signal: AbortSignal }): Promise<T> {
+  for (let pauseMs = UNAVAILABLE_RETRY_MS.first; ; pauseMs = Math.min(pauseMs * 2, UNAVAILABLE_RETRY_MS.max)) {
     try {
       return await work();
     } catch (error) {
-      if (!isDatabaseUnreachable(error) || signal.aborted || Date.now() + pauseMs >= until) throw error;
+      if (databaseUnavailableReason(error) === undefined || signal.aborted || Date.now() + pauseMs >= until) throw error;
       const aborted = await sleep(pauseMs, false, { signal }).catch(() => true);
       if (aborted) throw error;
     }

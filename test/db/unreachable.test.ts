@@ -1,15 +1,19 @@
 /**
- * A statement that fails because its database cannot be reached is told apart from one that
- * fails for what it asks, and is tried again until the database is back: on a real server (the
- * embedded PGlite server, over the PostgreSQL wire protocol) stopped and started again on its port.
+ * A statement that fails because its database is not available is told apart from one that fails
+ * for what it asks, and is tried again until the database is back: on a real server (the embedded
+ * PGlite server, over the PostgreSQL wire protocol) stopped and started again on its port; and on
+ * PostgreSQL, a lock held past `lock_timeout` (PGlite runs one statement at a time: nothing waits
+ * for a lock there).
  */
 import { sql } from 'drizzle-orm';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { isDatabaseUnreachable, openDatabase, queryRows, retryWhileUnreachable, type DatabaseHandle } from '../../src/db/client.ts';
+import { databaseUnavailableReason, openDatabase, queryRows, retryWhileUnavailable, type DatabaseHandle } from '../../src/db/client.ts';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../src/local/embedded-database.ts';
+import { createScratchPostgresDatabase, databaseKind } from '../support/database.ts';
 import { freePort } from '../support/ports.ts';
 
 let folder: string;
@@ -44,12 +48,12 @@ async function failure(work: () => Promise<unknown>): Promise<unknown> {
 describe('a database that cannot be reached', () => {
   it('is told apart from a statement that failed for what it asked', async () => {
     const refused = await failure(() => handle.db.execute(sql`select * from no_such_table`));
-    expect(isDatabaseUnreachable(refused)).toBe(false);
+    expect(databaseUnavailableReason(refused)).toBeUndefined();
 
     await server!.stop();
     server = undefined;
     const down = await failure(() => handle.db.execute(sql`select 1`));
-    expect(isDatabaseUnreachable(down)).toBe(true);
+    expect(databaseUnavailableReason(down)).toBe('database_unreachable');
   });
 
   it('is tried again until it is back, and the statement then runs', async () => {
@@ -58,7 +62,7 @@ describe('a database that cannot be reached', () => {
       await new Promise((resolve) => setTimeout(resolve, 1_500));
       server = await startEmbeddedPostgres(dataDir(), port);
     })();
-    const rows = await retryWhileUnreachable(
+    const rows = await retryWhileUnavailable(
       () => {
         tries += 1;
         return queryRows<{ one: number }>(handle.db, sql`select 1 as one`);
@@ -73,7 +77,7 @@ describe('a database that cannot be reached', () => {
   it('is tried again only until the deadline, and a statement that fails for what it asked is not tried again', async () => {
     let failingTries = 0;
     const refused = await failure(() =>
-      retryWhileUnreachable(
+      retryWhileUnavailable(
         () => {
           failingTries += 1;
           return handle.db.execute(sql`select * from no_such_table`);
@@ -81,7 +85,7 @@ describe('a database that cannot be reached', () => {
         { until: Date.now() + 60_000, signal: never },
       ),
     );
-    expect(isDatabaseUnreachable(refused)).toBe(false);
+    expect(databaseUnavailableReason(refused)).toBeUndefined();
     expect(failingTries).toBe(1);
 
     await server!.stop();
@@ -89,7 +93,7 @@ describe('a database that cannot be reached', () => {
     let tries = 0;
     const startedAt = Date.now();
     const down = await failure(() =>
-      retryWhileUnreachable(
+      retryWhileUnavailable(
         () => {
           tries += 1;
           return handle.db.execute(sql`select 1`);
@@ -97,7 +101,7 @@ describe('a database that cannot be reached', () => {
         { until: startedAt + 2_000, signal: never },
       ),
     );
-    expect(isDatabaseUnreachable(down)).toBe(true);
+    expect(databaseUnavailableReason(down)).toBe('database_unreachable');
     expect(tries).toBeGreaterThan(1);
   });
 
@@ -106,7 +110,7 @@ describe('a database that cannot be reached', () => {
     stopping.abort();
     let tries = 0;
     const down = await failure(() =>
-      retryWhileUnreachable(
+      retryWhileUnavailable(
         () => {
           tries += 1;
           return handle.db.execute(sql`select 1`);
@@ -114,7 +118,50 @@ describe('a database that cannot be reached', () => {
         { until: Date.now() + 60_000, signal: stopping.signal },
       ),
     );
-    expect(isDatabaseUnreachable(down)).toBe(true);
+    expect(databaseUnavailableReason(down)).toBe('database_unreachable');
     expect(tries).toBe(1);
+  });
+});
+
+describe.skipIf(databaseKind !== 'postgres')('a lock held past lock_timeout (PostgreSQL)', () => {
+  it('is told apart, and the statement is tried again until the lock is given back', async () => {
+    const scratch = await createScratchPostgresDatabase();
+    const holder = postgres(scratch.url, { max: 1, onnotice: () => {} });
+    const waiting = await openDatabase({ kind: 'postgres', url: scratch.url, poolMax: 1, timeouts: { statementMs: 30_000, lockMs: 200 } });
+    let giveBack!: () => void;
+    const given = new Promise<void>((resolve) => (giveBack = resolve));
+    try {
+      await holder`create table migrating (id integer)`;
+      let locked!: () => void;
+      const isLocked = new Promise<void>((resolve) => (locked = resolve));
+      // A migration holding the table, as `ALTER TABLE` does.
+      const migration = holder.begin(async (tx) => {
+        await tx`lock table migrating in access exclusive mode`;
+        locked();
+        await given;
+      });
+      await isLocked;
+
+      const blocked = await failure(() => waiting.db.execute(sql`select count(*) from migrating`));
+      expect(databaseUnavailableReason(blocked)).toBe('database_locked');
+
+      let tries = 0;
+      setTimeout(giveBack, 1_000);
+      const rows = await retryWhileUnavailable(
+        () => {
+          tries += 1;
+          return queryRows<{ count: number }>(waiting.db, sql`select count(*)::integer as count from migrating`);
+        },
+        { until: Date.now() + 30_000, signal: never },
+      );
+      await migration;
+      expect(rows).toEqual([{ count: 0 }]);
+      expect(tries).toBeGreaterThan(1);
+    } finally {
+      giveBack();
+      await waiting.close();
+      await holder.end();
+      await scratch.drop();
+    }
   });
 });
