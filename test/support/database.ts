@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import postgres from 'postgres';
 import { parseConfig } from '../../src/config.ts';
-import { openDatabase, type DatabaseHandle, type OpenOptions } from '../../src/db/client.ts';
+import { openDatabase, type DatabaseHandle, type OpenOptions, type StatementTimeouts } from '../../src/db/client.ts';
 import { startEmbeddedPostgres } from '../../src/local/embedded-database.ts';
 import { freePort } from './ports.ts';
 
@@ -62,14 +62,20 @@ export async function dropScratchDatabase(
  * A migrated, empty database of the kind the suite runs on: a scratch database on the
  * DATABASE_URL server, or an in-memory PGlite.
  */
-export async function openTestDatabase(options: OpenOptions = {}): Promise<DatabaseHandle> {
+/** How a test database is opened: the options of any database, and on PostgreSQL its statement timeouts. */
+export interface TestDatabaseOptions extends OpenOptions {
+  /** `statement_timeout` and `lock_timeout` of its connections (PostgreSQL only); none otherwise. */
+  timeouts?: StatementTimeouts;
+}
+
+export async function openTestDatabase(options: TestDatabaseOptions = {}): Promise<DatabaseHandle> {
   if (databaseKind === 'pglite') {
     const handle = await openDatabase({ kind: 'pglite' }, options);
     await handle.migrate();
     return handle;
   }
   const scratch = await createScratchPostgresDatabase();
-  const handle = await openDatabase({ kind: 'postgres', url: scratch.url, poolMax: 10 }, options);
+  const handle = await openDatabase({ kind: 'postgres', url: scratch.url, poolMax: 10, ...(options.timeouts && { timeouts: options.timeouts }) }, options);
   await handle.migrate();
   return {
     ...handle,

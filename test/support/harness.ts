@@ -5,7 +5,7 @@ import { Writable } from 'node:stream';
 import { inject } from 'vitest';
 import { createApp } from '../../src/app.ts';
 import { parseConfig } from '../../src/config.ts';
-import type { DatabaseHandle, OpenOptions } from '../../src/db/client.ts';
+import type { DatabaseHandle } from '../../src/db/client.ts';
 import { createApiKey } from '../../src/db/queries/api-keys.ts';
 import { createLogger } from '../../src/logger.ts';
 import { createMetrics } from '../../src/metrics.ts';
@@ -14,7 +14,7 @@ import { connectToTemporal, type TemporalConnectionOptions } from '../../src/tem
 import { activityCompletion } from '../../src/temporal/activity-completion.ts';
 import { DeliveryScheduler } from '../../src/temporal/scheduler.ts';
 import { startDeliveryWorker, type DeliveryWorker } from '../../src/temporal/worker.ts';
-import { openTestDatabase } from './database.ts';
+import { openTestDatabase, type TestDatabaseOptions } from './database.ts';
 
 export interface HarnessOptions {
   /** Run a delivery worker on the harness's own task queue. */
@@ -33,8 +33,8 @@ export interface HarnessOptions {
   activitySlots?: number;
   /** A Temporal server of the test's own (a dev server with other settings); the run's otherwise. */
   temporalAddress?: string;
-  /** How the database is opened (a statement counter). */
-  database?: OpenOptions;
+  /** How the database is opened (a statement counter, timeouts). */
+  database?: TestDatabaseOptions;
 }
 
 /** A JSON response as the tests see it. */
@@ -151,6 +151,8 @@ export async function startHarness(options: HarnessOptions = {}) {
   return {
     app,
     db: database.db,
+    /** Where the database is (a test may open a connection of its own to it). */
+    databaseTarget: database.target,
     client,
     scheduler,
     secretBox,
