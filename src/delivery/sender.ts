@@ -100,6 +100,21 @@ export const CANCELLED_ATTEMPT_ERROR = 'attempt cancelled';
 const BACK_PRESSURE_STATUSES = new Set([429, 503]);
 
 /**
+ * How long a kept-alive connection may stay idle before it is closed: shorter than the idle limit
+ * of most servers and load balancers (60 s and more), and cut further to a second under the limit
+ * a server announces (`Keep-Alive: timeout=5` from Node and Apache), which Node honours only when
+ * an agent has an idle limit of its own. Also bounds the idle sockets kept for endpoints sent to
+ * once.
+ */
+const IDLE_CONNECTION_MS = 30_000;
+
+/** Errors of a kept-alive connection the endpoint closed while idle, found as a request goes out on it. */
+const STALE_CONNECTION_CODES = new Set(['ECONNRESET', 'EPIPE']);
+
+/** {@link exchange}'s answer when a reused connection turned out closed before any answer came. */
+const STALE_CONNECTION = Symbol('stale connection');
+
+/**
  * A `Retry-After` value in milliseconds from `now`: delay-seconds or an HTTP date (RFC 9110
  * 10.2.3); undefined when absent or unreadable.
  */
@@ -109,6 +124,21 @@ export function parseRetryAfter(value: string | undefined, now = Date.now()): nu
   if (/^\d+$/.test(text)) return Number(text) * 1000;
   const date = Date.parse(text);
   return Number.isNaN(date) ? undefined : Math.max(0, date - now);
+}
+
+/** One send's request and limits, for each exchange it makes. */
+interface Exchange {
+  target: URL;
+  headers: Record<string, string>;
+  body: string;
+  /** The activity's cancellation. */
+  signal: AbortSignal | undefined;
+  /** The send's time limit, counted once for all its exchanges. */
+  timeout: AbortSignal;
+  /** Either of the two. */
+  abort: AbortSignal;
+  /** Milliseconds since the send began. */
+  elapsed: () => number;
 }
 
 /** Sends signed notifications over kept-alive HTTPS connections. */
@@ -173,6 +203,7 @@ export function createSender(options: SenderOptions): Sender {
   const resolve = options.lookup ?? (dnsLookup as unknown as LookupFunction);
   const agent = new Agent({
     keepAlive: true,
+    timeout: IDLE_CONNECTION_MS,
     // No queue in the agent: every request gets its socket at once, so the time limit counts
     // from the moment the request goes out (connect included), never from time spent queued.
     // What one endpoint may hold is bounded by flow control (src/flow-control/), not here.
@@ -195,7 +226,22 @@ export function createSender(options: SenderOptions): Sender {
     }
     const timeout = AbortSignal.timeout(options.timeoutMs);
     const abort = signal ? AbortSignal.any([signal, timeout]) : timeout;
-    return new Promise<SendResult>((settle) => {
+    const exchange: Exchange = { target, headers, body, signal, timeout, abort, elapsed };
+    // A reused connection reset before any answer is almost always one the endpoint closed while
+    // idle, its close crossing the request unread: the request goes again, within the same time
+    // limit, on another connection (Node's documented `reusedSocket` pattern; were it read, the
+    // resend is a duplicate the body's id lets the receiver drop). Each retry spends an idle
+    // connection, so it ends on a new one at the latest.
+    for (;;) {
+      const result = await exchangeOnce(exchange);
+      if (result !== STALE_CONNECTION) return result;
+    }
+  }
+
+  /** One HTTP exchange of {@link send}: its result, or {@link STALE_CONNECTION}. */
+  function exchangeOnce({ target, headers, body, signal, timeout, abort, elapsed }: Exchange): Promise<SendResult | typeof STALE_CONNECTION> {
+    return new Promise((settle) => {
+      let answered = false;
       const req = request(
         target,
         {
@@ -205,6 +251,7 @@ export function createSender(options: SenderOptions): Sender {
           signal: abort,
         },
         (res) => {
+          answered = true;
           const statusCode = res.statusCode ?? 0;
           let received = 0;
           res.on('data', (chunk: Buffer) => {
@@ -236,6 +283,8 @@ export function createSender(options: SenderOptions): Sender {
           settle({ outcome: 'refused', error: DESTINATION_NOT_ALLOWED, operatorDetail: error.message, durationMs: elapsed() });
         } else if (signal?.aborted) {
           settle({ outcome: 'network_error', error: CANCELLED_ATTEMPT_ERROR, durationMs: elapsed(), cancelled: true });
+        } else if (req.reusedSocket && !answered && STALE_CONNECTION_CODES.has(error.code ?? '')) {
+          settle(STALE_CONNECTION);
         } else {
           settle({ outcome: 'network_error', error: describeNetworkError(error), durationMs: elapsed() });
         }

@@ -85,6 +85,45 @@ describe('the sender', () => {
     sender.close();
   });
 
+  it('sends again on a new connection when a kept-alive one turns out closed by the endpoint, and only then', async () => {
+    const sender = createSender({ timeoutMs: 5_000, allowPrivateTargets: true, ca: ca() });
+    const before = { connections: receiver.connectionCount, requests: receiver.requests.length };
+    // The second request comes on the connection the first left open, which the endpoint closes
+    // as it arrives; the third is the same request, which must come on a new connection.
+    receiver.behave((_request, index) => (index === before.requests + 1 ? 'close' : { status: 200 }));
+    expect(await sender.send(request(receiver.url))).toMatchObject({ outcome: 'succeeded' });
+    expect(await sender.send(request(receiver.url))).toMatchObject({ outcome: 'succeeded', statusCode: 200 });
+    expect(receiver.requests.length - before.requests).toBe(3);
+    expect(receiver.connectionCount - before.connections).toBe(2);
+    sender.close();
+
+    // On a new connection the same close is the endpoint's failure: recorded, not sent again.
+    const fresh = createSender({ timeoutMs: 5_000, allowPrivateTargets: true, ca: ca() });
+    const closedAt = receiver.requests.length;
+    receiver.behave((_request, index) => (index === closedAt ? 'close' : { status: 200 }));
+    expect(await fresh.send(request(receiver.url))).toMatchObject({ outcome: 'network_error', error: 'connection reset by the endpoint' });
+    expect(receiver.requests.length - closedAt).toBe(1);
+    fresh.close();
+    receiver.behave(() => ({ status: 200 }));
+  });
+
+  it("closes an idle connection a second before the endpoint's announced idle limit, so no request crosses its close", async () => {
+    const shortLived = await startHttpsReceiver({ keepAliveTimeoutMs: 2_000 });
+    const sender = createSender({ timeoutMs: 5_000, allowPrivateTargets: true, ca: readFileSync(shortLived.certFile) });
+    try {
+      expect(await sender.send(request(shortLived.url))).toMatchObject({ outcome: 'succeeded' });
+      expect(await sender.send(request(shortLived.url))).toMatchObject({ outcome: 'succeeded' });
+      expect(shortLived.connectionCount).toBe(1);
+      // Idle 1.5 s: within the endpoint's 2 s, past the second before it.
+      await new Promise((resolve) => setTimeout(resolve, 1_500));
+      expect(await sender.send(request(shortLived.url))).toMatchObject({ outcome: 'succeeded' });
+      expect(shortLived.connectionCount).toBe(2);
+    } finally {
+      sender.close();
+      await shortLived.close();
+    }
+  });
+
   it('gives up on an endpoint that does not answer within the limit', async () => {
     receiver.behave(() => 'hang');
     const sender = createSender({ timeoutMs: 500, allowPrivateTargets: true, ca: ca() });

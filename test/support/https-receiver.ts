@@ -22,6 +22,8 @@ export interface ReceiverOptions {
   host?: string;
   /** A certificate shared with another receiver (the service trusts one file); the receiver's own otherwise. */
   certificate?: LocalCertificate;
+  /** How long an idle kept-alive connection stays open (announced in `Keep-Alive: timeout=`); Node's 5 s otherwise. */
+  keepAliveTimeoutMs?: number;
 }
 
 /** One request the receiver got, with its body exactly as the bytes arrived. */
@@ -55,11 +57,14 @@ export function peakConcurrency(requests: readonly ReceivedRequest[]): number {
   return peak;
 }
 
-/** What to do with a request: answer with a status (and optional headers), or never answer. */
+/**
+ * What to do with a request: answer with a status (and optional headers), never answer, or close
+ * its connection without answering (as a server whose idle limit ran out as the request came).
+ */
 export type ReceiverBehaviour = (
   request: ReceivedRequest,
   index: number,
-) => { status: number; headers?: Record<string, string>; body?: string | Buffer } | 'hang';
+) => { status: number; headers?: Record<string, string>; body?: string | Buffer } | 'hang' | 'close';
 
 /** A real HTTPS receiver on a loopback address with a self-signed certificate. */
 export interface HttpsReceiver {
@@ -108,9 +113,14 @@ export async function startHttpsReceiver(options: ReceiverOptions = {}): Promise
         hanging.add(res);
         return;
       }
+      if (answer === 'close') {
+        req.socket.destroy();
+        return;
+      }
       res.writeHead(answer.status, answer.headers).end(answer.body ?? 'ok');
     });
   });
+  if (options.keepAliveTimeoutMs !== undefined) server.keepAliveTimeout = options.keepAliveTimeoutMs;
   let connectionCount = 0;
   server.on('secureConnection', () => {
     connectionCount += 1;
