@@ -7,9 +7,8 @@
  * Statements are counted on the wire (postgres.js), so this file runs against PostgreSQL only.
  */
 import type { temporal } from '@temporalio/proto';
-import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { databaseKind } from '../support/database.ts';
+import { databaseKind, holdTableLock } from '../support/database.ts';
 import { startHarness, type Harness } from '../support/harness.ts';
 import { startHttpsReceiver, type HttpsReceiver } from '../support/https-receiver.ts';
 import { waitFor } from '../support/wait.ts';
@@ -175,29 +174,11 @@ async function settledHistory(deliveryId: string): Promise<temporal.api.history.
   }
 }
 
-/**
- * Holds the send places' table as a migration would (`access exclusive`), on a connection of its
- * own (not counted), until the returned function gives it back.
- */
-async function holdSendPlaces(): Promise<() => Promise<void>> {
+/** Holds the send places' table as a migration would, until the returned function gives it back. */
+function holdSendPlaces(): Promise<() => Promise<void>> {
   const target = h.databaseTarget;
   if (target.kind !== 'postgres') throw new Error('the send places are held on PostgreSQL only');
-  const holder = postgres(target.url, { max: 1, onnotice: () => {} });
-  let release!: () => void;
-  const released = new Promise<void>((resolve) => (release = resolve));
-  let locked!: () => void;
-  const isLocked = new Promise<void>((resolve) => (locked = resolve));
-  const transaction = holder.begin(async (tx) => {
-    await tx`lock table send_places in access exclusive mode`;
-    locked();
-    await released;
-  });
-  await isLocked;
-  return async () => {
-    release();
-    await transaction;
-    await holder.end();
-  };
+  return holdTableLock(target.url, 'send_places');
 }
 
 /** Sends that waited because the database was locked, as the worker's metrics count them (read without a scrape of the database). */

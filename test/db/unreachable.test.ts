@@ -9,11 +9,10 @@ import { sql } from 'drizzle-orm';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { databaseUnavailableReason, openDatabase, queryRows, retryWhileUnavailable, type DatabaseHandle } from '../../src/db/client.ts';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../src/local/embedded-database.ts';
-import { createScratchPostgresDatabase, databaseKind } from '../support/database.ts';
+import { createScratchPostgresDatabase, databaseKind, holdTableLock } from '../support/database.ts';
 import { freePort } from '../support/ports.ts';
 
 let folder: string;
@@ -126,27 +125,17 @@ describe('a database that cannot be reached', () => {
 describe.skipIf(databaseKind !== 'postgres')('a lock held past lock_timeout (PostgreSQL)', () => {
   it('is told apart, and the statement is tried again until the lock is given back', async () => {
     const scratch = await createScratchPostgresDatabase();
-    const holder = postgres(scratch.url, { max: 1, onnotice: () => {} });
     const waiting = await openDatabase({ kind: 'postgres', url: scratch.url, poolMax: 1, timeouts: { statementMs: 30_000, lockMs: 200 } });
-    let giveBack!: () => void;
-    const given = new Promise<void>((resolve) => (giveBack = resolve));
+    let giveBack: (() => Promise<void>) | undefined;
     try {
-      await holder`create table migrating (id integer)`;
-      let locked!: () => void;
-      const isLocked = new Promise<void>((resolve) => (locked = resolve));
-      // A migration holding the table, as `ALTER TABLE` does.
-      const migration = holder.begin(async (tx) => {
-        await tx`lock table migrating in access exclusive mode`;
-        locked();
-        await given;
-      });
-      await isLocked;
+      await waiting.db.execute(sql`create table migrating (id integer)`);
+      giveBack = await holdTableLock(scratch.url, 'migrating');
 
       const blocked = await failure(() => waiting.db.execute(sql`select count(*) from migrating`));
       expect(databaseUnavailableReason(blocked)).toBe('database_locked');
 
       let tries = 0;
-      setTimeout(giveBack, 1_000);
+      const given = new Promise((resolve) => setTimeout(resolve, 1_000)).then(giveBack);
       const rows = await retryWhileUnavailable(
         () => {
           tries += 1;
@@ -154,13 +143,12 @@ describe.skipIf(databaseKind !== 'postgres')('a lock held past lock_timeout (Pos
         },
         { until: Date.now() + 30_000, signal: never },
       );
-      await migration;
+      await given;
       expect(rows).toEqual([{ count: 0 }]);
       expect(tries).toBeGreaterThan(1);
     } finally {
-      giveBack();
+      await giveBack?.();
       await waiting.close();
-      await holder.end();
       await scratch.drop();
     }
   });

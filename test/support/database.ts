@@ -130,3 +130,29 @@ export async function openSharedTestDatabase(): Promise<SharedTestDatabase> {
     },
   };
 }
+
+/**
+ * Holds `table` of the PostgreSQL database at `url` in `access exclusive` mode, as a migration's
+ * `ALTER TABLE` does, in a transaction on a connection of its own (not the service's pool, so not
+ * counted by a statement counter), until the returned function (idempotent) gives it back.
+ */
+export async function holdTableLock(url: string, table: string): Promise<() => Promise<void>> {
+  const holder = postgres(url, { max: 1, onnotice: () => {} });
+  let giveBack!: () => void;
+  const givenBack = new Promise<void>((resolve) => (giveBack = resolve));
+  let locked!: () => void;
+  const isLocked = new Promise<void>((resolve) => (locked = resolve));
+  const transaction = holder.begin(async (tx) => {
+    await tx`lock table ${tx(table)} in access exclusive mode`;
+    locked();
+    await givenBack;
+  });
+  await Promise.race([isLocked, transaction]);
+  let given: Promise<void> | undefined;
+  return () =>
+    (given ??= (async () => {
+      giveBack();
+      await transaction;
+      await holder.end();
+    })());
+}
