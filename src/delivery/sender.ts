@@ -111,7 +111,7 @@ const IDLE_CONNECTION_MS = 30_000;
 /** Errors of a kept-alive connection the endpoint closed while idle, found as a request goes out on it. */
 const STALE_CONNECTION_CODES = new Set(['ECONNRESET', 'EPIPE']);
 
-/** {@link exchange}'s answer when a reused connection turned out closed before any answer came. */
+/** {@link exchangeOnce}'s answer when a reused connection turned out closed before any answer came. */
 const STALE_CONNECTION = Symbol('stale connection');
 
 /**
@@ -135,8 +135,6 @@ interface Exchange {
   signal: AbortSignal | undefined;
   /** The send's time limit, counted once for all its exchanges. */
   timeout: AbortSignal;
-  /** Either of the two. */
-  abort: AbortSignal;
   /** Milliseconds since the send began. */
   elapsed: () => number;
 }
@@ -224,9 +222,7 @@ export function createSender(options: SenderOptions): Sender {
     if (!options.allowPrivateTargets && isIP(host) && !isPublicAddress(host)) {
       return { outcome: 'refused', error: DESTINATION_NOT_ALLOWED, operatorDetail: `${host} is not a public address`, durationMs: elapsed() };
     }
-    const timeout = AbortSignal.timeout(options.timeoutMs);
-    const abort = signal ? AbortSignal.any([signal, timeout]) : timeout;
-    const exchange: Exchange = { target, headers, body, signal, timeout, abort, elapsed };
+    const exchange: Exchange = { target, headers, body, signal, timeout: AbortSignal.timeout(options.timeoutMs), elapsed };
     // A reused connection reset before any answer is almost always one the endpoint closed while
     // idle, its close crossing the request unread: the request goes again, within the same time
     // limit, on another connection (Node's documented `reusedSocket` pattern; were it read, the
@@ -239,7 +235,8 @@ export function createSender(options: SenderOptions): Sender {
   }
 
   /** One HTTP exchange of {@link send}: its result, or {@link STALE_CONNECTION}. */
-  function exchangeOnce({ target, headers, body, signal, timeout, abort, elapsed }: Exchange): Promise<SendResult | typeof STALE_CONNECTION> {
+  function exchangeOnce({ target, headers, body, signal, timeout, elapsed }: Exchange): Promise<SendResult | typeof STALE_CONNECTION> {
+    const abort = signal ? AbortSignal.any([signal, timeout]) : timeout;
     return new Promise((settle) => {
       let answered = false;
       const req = request(

@@ -214,13 +214,12 @@ async function measure(
   const warmUp = await publishFor(h, key.projectId);
   await settledHistory(warmUp.delivery_ids[0]!);
   counter.take();
-  const waitsBefore = await lockedWaits();
-  const giveBack = databaseLockedAtFirst ? await holdSendPlaces() : undefined;
+  const locked = databaseLockedAtFirst ? { waitsBefore: await lockedWaits(), giveBack: await holdSendPlaces() } : undefined;
   const published = await publishFor(h, key.projectId);
   const deliveryId = published.delivery_ids[0]!;
-  if (giveBack) {
-    await waitFor('the send to wait for its locked database', async () => (await lockedWaits()) > waitsBefore, { timeoutMs: 30_000, intervalMs: 50 });
-    await giveBack();
+  if (locked) {
+    await waitFor('the send to wait for its locked database', async () => (await lockedWaits()) > locked.waitsBefore, { timeoutMs: 30_000, intervalMs: 50 });
+    await locked.giveBack();
   }
   // Watched through Temporal only: polling the API would add its own statements to the count.
   const events = await settledHistory(deliveryId);

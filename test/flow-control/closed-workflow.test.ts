@@ -5,17 +5,15 @@
  * place would stay idle until its hold lapsed, 16 minutes later.
  */
 import { eq } from 'drizzle-orm';
-import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createDeliveryActivities } from '../../activities/delivery.ts';
 import { createApiKey } from '../../src/db/queries/api-keys.ts';
 import { recordEvent } from '../../src/db/queries/events.ts';
 import { insertWebhook } from '../../src/db/queries/webhooks.ts';
 import { sendPlaces, sendWaiters } from '../../src/db/schema.ts';
 import { createSender } from '../../src/delivery/sender.ts';
-import { SendsInFlight } from '../../src/delivery/sends-in-flight.ts';
 import { acquireSendPlaces, releaseSendPlaces, LONGEST_TURN_RECHECK_MS, type FlowLimits } from '../../src/flow-control/places.ts';
 import { activityCompletion } from '../../src/temporal/activity-completion.ts';
+import { deliveryActivitiesFor } from '../support/delivery-activities.ts';
 import { startHarness, type Harness } from '../support/harness.ts';
 import { docauthData } from '../support/event-data.ts';
 import { waitFor } from '../support/wait.ts';
@@ -36,21 +34,16 @@ afterAll(async () => {
 });
 
 /** The delivery activities as the worker makes them, waking deliveries through the real Temporal service. */
-function deliveryActivities() {
-  return createDeliveryActivities({
+const deliveryActivities = () =>
+  deliveryActivitiesFor({
     db: h.db,
     secretBox: h.secretBox,
     sender,
-    logger: pino({ level: 'silent' }),
-    metrics: h.metrics,
-    sendTraceparent: false,
-    autoDisable: { afterMs: 5 * 24 * 3_600_000, minDeadLetters: 10 },
-    flow: { limits, breakerThreshold: 5, wake: (deliveryIds) => h.scheduler.wakeForTurn(deliveryIds) },
-    sends: new SendsInFlight(10),
+    limits,
+    wake: (deliveryIds) => h.scheduler.wakeForTurn(deliveryIds),
     completion: activityCompletion(h.client),
     stopping: stopping.signal,
   });
-}
 
 async function webhookWithDeliveries(projectId: string, apiKeyId: string, url: string, count: number, rateLimit?: number) {
   const webhook = await insertWebhook(h.db, h.secretBox, projectId, { apiKeyId, url, events: ['docauth.completed'], headers: {}, rateLimit, secret: 'whsec_test' });

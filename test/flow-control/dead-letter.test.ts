@@ -7,21 +7,18 @@
  */
 import { Client, Connection } from '@temporalio/client';
 import { eq } from 'drizzle-orm';
-import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createDeliveryActivities } from '../../activities/delivery.ts';
 import type { DatabaseHandle } from '../../src/db/client.ts';
 import { createApiKey } from '../../src/db/queries/api-keys.ts';
 import { recordEvent } from '../../src/db/queries/events.ts';
 import { insertWebhook } from '../../src/db/queries/webhooks.ts';
 import { deliveries, sendWaiters } from '../../src/db/schema.ts';
 import { createSender } from '../../src/delivery/sender.ts';
-import { SendsInFlight } from '../../src/delivery/sends-in-flight.ts';
 import { acquireSendPlaces, releaseSendPlaces, type FlowLimits } from '../../src/flow-control/places.ts';
-import { createMetrics } from '../../src/metrics.ts';
 import { generateEncryptionKey, SecretBox } from '../../src/secrets/crypto.ts';
 import { activityCompletion } from '../../src/temporal/activity-completion.ts';
 import { openTestDatabase } from '../support/database.ts';
+import { deliveryActivitiesFor } from '../support/delivery-activities.ts';
 import { docauthData } from '../support/event-data.ts';
 
 let handle: DatabaseHandle;
@@ -42,29 +39,20 @@ afterAll(async () => {
 });
 
 /** The delivery activities as the worker makes them; nothing here reaches Temporal but the wake signals, which are recorded. */
-function deliveryActivities() {
-  return createDeliveryActivities({
+const deliveryActivities = () =>
+  deliveryActivitiesFor({
     db: handle.db,
     secretBox: box,
     sender,
-    logger: pino({ level: 'silent' }),
-    metrics: createMetrics(),
-    sendTraceparent: false,
-    autoDisable: { afterMs: 5 * 24 * 3_600_000, minDeadLetters: 10 },
-    flow: {
-      limits,
-      breakerThreshold: 5,
-      wake: async (deliveryIds) => {
-        signalled.push(...deliveryIds);
-        return [];
-      },
+    limits,
+    wake: async (deliveryIds) => {
+      signalled.push(...deliveryIds);
+      return [];
     },
-    sends: new SendsInFlight(10),
     // Used only by sends handed to the background, which this test makes none of.
     completion: activityCompletion(new Client({ connection: Connection.lazy({ address: '127.0.0.1:1' }) })),
     stopping: stopping.signal,
   });
-}
 
 describe('a dead letter in line', () => {
   it('gives its place in line back: the next delivery of its webhook is served when a place frees, and it is never woken in vain', async () => {

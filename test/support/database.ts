@@ -58,16 +58,16 @@ export async function dropScratchDatabase(
   }
 }
 
-/**
- * A migrated, empty database of the kind the suite runs on: a scratch database on the
- * DATABASE_URL server, or an in-memory PGlite.
- */
 /** How a test database is opened: the options of any database, and on PostgreSQL its statement timeouts. */
 export interface TestDatabaseOptions extends OpenOptions {
   /** `statement_timeout` and `lock_timeout` of its connections (PostgreSQL only); none otherwise. */
   timeouts?: StatementTimeouts;
 }
 
+/**
+ * A migrated, empty database of the kind the suite runs on: a scratch database on the
+ * DATABASE_URL server, or an in-memory PGlite.
+ */
 export async function openTestDatabase(options: TestDatabaseOptions = {}): Promise<DatabaseHandle> {
   if (databaseKind === 'pglite') {
     const handle = await openDatabase({ kind: 'pglite' }, options);

@@ -1,0 +1,32 @@
+/**
+ * The delivery activities as the worker makes them, for tests that call them directly: the
+ * database, the secret box, the send limits, how deliveries are woken and how a send's end is
+ * reported are the test's; the rest is the worker's (a silent logger, metrics of their own, the
+ * endpoint-health rule, ten sends in flight).
+ */
+import pino from 'pino';
+import { createDeliveryActivities, type DeliveryActivityDeps } from '../../activities/delivery.ts';
+import { createMetrics } from '../../src/metrics.ts';
+import { SendsInFlight } from '../../src/delivery/sends-in-flight.ts';
+
+/** {@link createDeliveryActivities} with the test's database, secrets, sender, limits, wake and completion. */
+export function deliveryActivitiesFor(
+  deps: Pick<DeliveryActivityDeps, 'db' | 'secretBox' | 'sender' | 'completion' | 'stopping'> & {
+    limits: DeliveryActivityDeps['flow']['limits'];
+    wake: DeliveryActivityDeps['flow']['wake'];
+  },
+) {
+  return createDeliveryActivities({
+    db: deps.db,
+    secretBox: deps.secretBox,
+    sender: deps.sender,
+    logger: pino({ level: 'silent' }),
+    metrics: createMetrics(),
+    sendTraceparent: false,
+    autoDisable: { afterMs: 5 * 24 * 3_600_000, minDeadLetters: 10 },
+    flow: { limits: deps.limits, breakerThreshold: 5, wake: deps.wake },
+    sends: new SendsInFlight(10),
+    completion: deps.completion,
+    stopping: deps.stopping,
+  });
+}
