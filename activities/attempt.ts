@@ -6,11 +6,12 @@
  */
 import { ApplicationFailure, type RetryPolicy } from '@temporalio/common';
 import type { Logger } from 'pino';
-import type { Database } from '../src/db/client.ts';
+import { retryWhileUnavailable, type Database } from '../src/db/client.ts';
 import { finishAttempt, startAttempt, type AttemptResult } from '../src/db/queries/deliveries.ts';
 import type { DeliveryRow, EventRow, WebhookRow } from '../src/db/schema.ts';
 import { buildNotificationBody, buildNotificationHeaders } from '../src/delivery/notification.ts';
 import type { Sender, SendResult } from '../src/delivery/sender.ts';
+import { newId } from '../src/ids.ts';
 import { attemptOutcomeLabel, type Metrics } from '../src/metrics.ts';
 import type { SecretBox } from '../src/secrets/crypto.ts';
 import { SpanAttributes } from '../src/tracing/attributes.ts';
@@ -53,10 +54,18 @@ export interface PolicyPosition {
  * Opens the attempt of `deliveryId` (one statement) and builds its signed request. Answers
  * `gone` when the delivery no longer exists and `delivered` when it was delivered already (no
  * attempt is made); throws a non-retryable failure when its webhook is disabled or its event's
- * data erased.
+ * data erased. While the database is not available the statement is tried again, as the same
+ * attempt, until `tries.until`: an answer lost after its commit neither counts a second attempt
+ * nor leaves a row that never sent anything to be closed as timed out.
  */
-export async function prepareAttempt(deps: AttemptDeps, deliveryId: string): Promise<PreparedAttempt | 'gone' | 'delivered'> {
-  const started = await startAttempt(deps.db, deps.secretBox, deliveryId, new Date());
+export async function prepareAttempt(
+  deps: AttemptDeps,
+  deliveryId: string,
+  tries: { until: number; signal: AbortSignal },
+): Promise<PreparedAttempt | 'gone' | 'delivered'> {
+  const startedAt = new Date();
+  const attemptId = newId('attempt', startedAt.getTime());
+  const started = await retryWhileUnavailable(() => startAttempt(deps.db, deps.secretBox, deliveryId, startedAt, attemptId), tries);
   if (!started) {
     annotateActiveSpan({ [SpanAttributes.outcome]: 'gone' });
     return 'gone';

@@ -57,6 +57,13 @@ export type SendWait = { attempt: number } & ({ wait: 'turn'; recheckMs: number 
  */
 const DATABASE_RECHECK_MS = 5_000;
 
+/**
+ * How long a send tries again to open its attempt while the database is not available, before its
+ * round waits for it instead: long enough for a connection lost under the statement (or a short
+ * failover), short enough that a longer outage holds no activity.
+ */
+const PREPARE_TRIES_MS = 10_000;
+
 /** Time left, at the latest, between a send's last try to record its outcome and its activity's start-to-close timeout. */
 const RECORD_MARGIN_MS = 10_000;
 
@@ -102,7 +109,7 @@ export function createDeliveryActivities({ db, secretBox, sender, logger, metric
         }
         let prepared: Awaited<ReturnType<typeof prepareAttempt>>;
         try {
-          prepared = await prepareAttempt(attemptDeps, deliveryId);
+          prepared = await prepareAttempt(attemptDeps, deliveryId, { until: Math.min(recordBy, Date.now() + PREPARE_TRIES_MS), signal: context.cancellationSignal });
         } catch (error) {
           await giveBack(deliveryId, attempt);
           throw error;

@@ -1,4 +1,4 @@
-import { and, asc, desc, eq, exists, inArray, isNull, lt, ne, sql, type Placeholder, type SQL } from 'drizzle-orm';
+import { and, asc, desc, eq, exists, inArray, isNull, lt, ne, notExists, sql, type Placeholder, type SQL } from 'drizzle-orm';
 import type { Database } from '../client.ts';
 import { preparedPerDatabase } from '../prepared.ts';
 import {
@@ -150,11 +150,29 @@ const startAttemptStatement = preparedPerDatabase((db) => {
     .select({ id: events.id })
     .from(events)
     .where(and(eq(events.id, deliveries.eventId), isNull(events.erasedAt)));
+  // The row this very attempt opened, when a try whose answer was lost committed it.
+  const earlier = db.$with('earlier').as(
+    db
+      .select({
+        earlierNumber: sql<number>`${deliveryAttempts.attemptNumber}`.as('earlier_number'),
+        earlierOutcome: sql<DeliveryAttemptRow['outcome']>`${deliveryAttempts.outcome}`.as('earlier_outcome'),
+      })
+      .from(deliveryAttempts)
+      .where(and(eq(deliveryAttempts.id, sql.placeholder('attemptId')), eq(deliveryAttempts.deliveryId, deliveryId))),
+  );
   const started = db.$with('started').as(
     db
       .update(deliveries)
       .set({ status: 'processing', attemptCount: sql`${deliveries.attemptCount} + 1`, nextRetryAt: null, updatedAt: startedAt })
-      .where(and(eq(deliveries.id, deliveryId), ne(deliveries.status, 'delivered'), exists(activeWebhook), exists(unerasedEvent)))
+      .where(
+        and(
+          eq(deliveries.id, deliveryId),
+          ne(deliveries.status, 'delivered'),
+          exists(activeWebhook),
+          exists(unerasedEvent),
+          notExists(db.select().from(earlier)),
+        ),
+      )
       .returning({ attemptNumber: deliveries.attemptCount }),
   );
   const abandoned = db.$with('abandoned').as(closeAbandonedAttempts(db, deliveryId, exists(db.select().from(started))));
@@ -176,12 +194,20 @@ const startAttemptStatement = preparedPerDatabase((db) => {
   );
   // The main query reads the rows as they were before the statement's own updates.
   return db
-    .with(started, abandoned, opened)
-    .select({ delivery: deliveries, webhook: webhooks, event: events, attemptNumber: started.attemptNumber })
+    .with(earlier, started, abandoned, opened)
+    .select({
+      delivery: deliveries,
+      webhook: webhooks,
+      event: events,
+      attemptNumber: started.attemptNumber,
+      earlierNumber: earlier.earlierNumber,
+      earlierOutcome: earlier.earlierOutcome,
+    })
     .from(deliveries)
     .innerJoin(webhooks, eq(webhooks.id, deliveries.webhookId))
     .innerJoin(events, eq(events.id, deliveries.eventId))
     .leftJoin(started, sql`true`)
+    .leftJoin(earlier, sql`true`)
     .where(eq(deliveries.id, deliveryId))
     .prepare('start_attempt');
 });
@@ -192,12 +218,25 @@ const startAttemptStatement = preparedPerDatabase((db) => {
  * abandoned any row an earlier attempt left open (its worker died, or the database was down
  * when it finished). Returns what the send needs, the sealed payload, secret and headers opened
  * with `box`, or undefined if the delivery is gone.
+ *
+ * Safe to try again with the same `attemptId` and `startedAt` after an answer lost with its
+ * connection: when the first try committed, nothing more is counted or opened, and the attempt it
+ * opened is answered. Throws when a newer attempt has closed that row since: this one must not send.
  */
-export async function startAttempt(db: Database, box: SecretBox, deliveryId: string, startedAt: Date): Promise<AttemptStart | undefined> {
-  const attemptId = newId('attempt', startedAt.getTime());
+export async function startAttempt(
+  db: Database,
+  box: SecretBox,
+  deliveryId: string,
+  startedAt: Date,
+  attemptId = newId('attempt', startedAt.getTime()),
+): Promise<AttemptStart | undefined> {
   const [row] = await startAttemptStatement(db).execute({ deliveryId, attemptId, startedAt: startedAt.toISOString() });
   if (!row) return undefined;
-  const { attemptNumber, ...context } = row;
+  const { attemptNumber: openedNumber, earlierNumber, earlierOutcome, ...context } = row;
+  if (earlierOutcome !== null && earlierOutcome !== 'in_progress') {
+    throw new Error(`attempt ${attemptId} of delivery ${deliveryId} was closed by a newer attempt before it was sent`);
+  }
+  const attemptNumber = openedNumber ?? earlierNumber;
   if (attemptNumber === null) return context;
   const { event, webhook } = context;
   const opened = { data: openPayload(box, event)!, secrets: openWebhookSigningSecrets(box, webhook, startedAt), customHeaders: openWebhookHeaders(box, webhook) };

@@ -1,0 +1,103 @@
+/**
+ * The answer to the statement that opens an attempt, lost with its connection after the database
+ * committed it (a real TCP connection closed between the commit and its answer): the send tries
+ * again as the same attempt, so it counts one attempt and leaves no row that sent nothing to be
+ * closed as timed out. (A record tried again after a lost answer: one-attempt.test.ts.)
+ */
+import { eq, sql } from 'drizzle-orm';
+import pino from 'pino';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { prepareAttempt, type AttemptDeps } from '../../activities/attempt.ts';
+import { openDatabase, queryRows, type DatabaseHandle } from '../../src/db/client.ts';
+import { createApiKey } from '../../src/db/queries/api-keys.ts';
+import { startAttempt } from '../../src/db/queries/deliveries.ts';
+import { recordEvent } from '../../src/db/queries/events.ts';
+import { insertWebhook } from '../../src/db/queries/webhooks.ts';
+import { deliveries, deliveryAttempts } from '../../src/db/schema.ts';
+import { createSender } from '../../src/delivery/sender.ts';
+import { createMetrics } from '../../src/metrics.ts';
+import { generateEncryptionKey, SecretBox } from '../../src/secrets/crypto.ts';
+import { startAnswerLosingProxy, type AnswerLosingProxy } from '../support/answer-losing-proxy.ts';
+import { openSharedTestDatabase, type SharedTestDatabase } from '../support/database.ts';
+import { docauthData } from '../support/event-data.ts';
+
+let database: SharedTestDatabase;
+let proxy: AnswerLosingProxy;
+let throughProxy: DatabaseHandle;
+const box = new SecretBox(generateEncryptionKey());
+const never = new AbortController().signal;
+
+beforeAll(async () => {
+  database = await openSharedTestDatabase();
+  proxy = await startAnswerLosingProxy(database.url);
+  throughProxy = await openDatabase({ kind: 'postgres', url: proxy.url, poolMax: 1 });
+});
+afterAll(async () => {
+  await throughProxy?.close();
+  await proxy?.close();
+  await database?.close();
+});
+
+let sequence = 0;
+/** A delivery of a webhook of a project of its own. */
+async function newDelivery(): Promise<string> {
+  const projectId = `lost-answer-${(sequence += 1)}`;
+  const { key } = await createApiKey(database.db, { projectId, services: ['webhooks'] });
+  const webhook = await insertWebhook(database.db, box, projectId, {
+    apiKeyId: key.id,
+    url: 'https://127.0.0.1:1/hooks',
+    events: ['docauth.completed'],
+    headers: {},
+    secret: 'whsec_test',
+  });
+  const recorded = await recordEvent(database.db, box, { projectId, event: 'docauth.completed', occurredAt: new Date(), payload: docauthData(), onlyWebhookId: webhook.id });
+  return recorded.deliveries[0]!.deliveryId;
+}
+
+const attemptsOf = (deliveryId: string) =>
+  database.db
+    .select({ id: deliveryAttempts.id, attemptNumber: deliveryAttempts.attemptNumber, outcome: deliveryAttempts.outcome })
+    .from(deliveryAttempts)
+    .where(eq(deliveryAttempts.deliveryId, deliveryId));
+
+it('a send whose attempt was opened but whose answer was lost opens that same attempt when it tries again', async () => {
+  const deliveryId = await newDelivery();
+  const deps: AttemptDeps = {
+    db: throughProxy.db,
+    secretBox: box,
+    sender: createSender({ timeoutMs: 1_000, allowPrivateTargets: true }),
+    logger: pino({ level: 'silent' }),
+    metrics: createMetrics(),
+    sendTraceparent: false,
+    breakerThreshold: 5,
+  };
+  // The pool's one connection is open and idle: the next answer it gets is the attempt's.
+  await queryRows(throughProxy.db, sql`select 1`);
+  const lost = proxy.loseNextAnswer();
+  const prepared = await prepareAttempt(deps, deliveryId, { until: Date.now() + 30_000, signal: never });
+  await lost;
+
+  expect(prepared).toMatchObject({ deliveryId, attemptNumber: 1 });
+  const { attemptId } = prepared as Exclude<typeof prepared, string>;
+  expect(await attemptsOf(deliveryId)).toEqual([{ id: attemptId, attemptNumber: 1, outcome: 'in_progress' }]);
+  const [delivery] = await database.db.select().from(deliveries).where(eq(deliveries.id, deliveryId));
+  expect(delivery).toMatchObject({ status: 'processing', attemptCount: 1 });
+});
+
+it('an attempt tried again after a newer attempt closed its row does not go out', async () => {
+  const deliveryId = await newDelivery();
+  const startedAt = new Date();
+  const first = await startAttempt(database.db, box, deliveryId, startedAt);
+  // Its worker was presumed dead: a newer attempt opens, closing the first one's row.
+  const newer = await startAttempt(database.db, box, deliveryId, new Date());
+  await expect(startAttempt(database.db, box, deliveryId, startedAt, first!.attempt!.attemptId)).rejects.toThrow(/closed by a newer attempt/);
+
+  expect(await attemptsOf(deliveryId)).toEqual(
+    expect.arrayContaining([
+      { id: first!.attempt!.attemptId, attemptNumber: 1, outcome: 'timeout' },
+      { id: newer!.attempt!.attemptId, attemptNumber: 2, outcome: 'in_progress' },
+    ]),
+  );
+  const [delivery] = await database.db.select().from(deliveries).where(eq(deliveries.id, deliveryId));
+  expect(delivery?.attemptCount).toBe(2);
+});
