@@ -54,14 +54,14 @@ export interface PolicyPosition {
  * Opens the attempt of `deliveryId` (one statement) and builds its signed request. Answers
  * `gone` when the delivery no longer exists and `delivered` when it was delivered already (no
  * attempt is made); throws a non-retryable failure when its webhook is disabled or its event's
- * data erased. While the database is not available the statement is tried again, as the same
- * attempt, until `tries.until`: an answer lost after its commit neither counts a second attempt
- * nor leaves a row that never sent anything to be closed as timed out.
+ * data erased. While the database is not available (for `tries.reasons`) the statement is tried
+ * again, as the same attempt, until `tries.until`: an answer lost after its commit neither counts
+ * a second attempt nor leaves a row that never sent anything to be closed as timed out.
  */
 export async function prepareAttempt(
   deps: AttemptDeps,
   deliveryId: string,
-  tries: { until: number; signal: AbortSignal },
+  tries: Parameters<typeof retryWhileUnavailable>[1],
 ): Promise<PreparedAttempt | 'gone' | 'delivered'> {
   const startedAt = new Date();
   const attemptId = newId('attempt', startedAt.getTime());

@@ -1,5 +1,5 @@
 import { CompleteAsyncError, Context } from '@temporalio/activity';
-import { databaseUnavailableReason } from '../src/db/client.ts';
+import { databaseUnavailableReason, retryWhileUnavailable } from '../src/db/client.ts';
 import { markDeadLetter } from '../src/db/queries/deliveries.ts';
 import type { SendsInFlight } from '../src/delivery/sends-in-flight.ts';
 import { disableIfFailing, type AutoDisableRule } from '../src/endpoint-health/auto-disable.ts';
@@ -58,11 +58,14 @@ export type SendWait = { attempt: number } & ({ wait: 'turn'; recheckMs: number 
 const DATABASE_RECHECK_MS = 5_000;
 
 /**
- * How long a send tries again to open its attempt while the database is not available, before its
- * round waits for it instead: long enough for a connection lost under the statement (or a short
- * failover), short enough that a longer outage holds no activity.
+ * How long a send tries again the statements that take its places and open its attempt while the
+ * database cannot be reached, before its round waits for it instead: long enough for a connection
+ * lost under a statement (or a short failover), short enough that a longer outage holds no
+ * activity. Both are safe to try again: asked again by the same attempt, they answer what the
+ * first try, its answer lost, committed. A lock not granted in time committed nothing, and is not
+ * tried again here: each try would hold a connection through another lock wait.
  */
-const PREPARE_TRIES_MS = 10_000;
+const DATABASE_TRIES_MS = 10_000;
 
 /** Time left, at the latest, between a send's last try to record its outcome and its activity's start-to-close timeout. */
 const RECORD_MARGIN_MS = 10_000;
@@ -94,7 +97,9 @@ export function createDeliveryActivities({ db, secretBox, sender, logger, metric
       const admission = await sends.admit();
       const roundAttempt = round.attemptsBefore + info.attempt;
       try {
-        const places = await acquireSendPlaces(db, deliveryId, attempt, flow.limits, round.attemptsBefore === 0 && info.attempt === 1);
+        const databaseTries = { until: Math.min(recordBy, Date.now() + DATABASE_TRIES_MS), signal: context.cancellationSignal, reasons: ['database_unreachable'] as const };
+        const newRound = round.attemptsBefore === 0 && info.attempt === 1;
+        const places = await retryWhileUnavailable(() => acquireSendPlaces(db, deliveryId, attempt, flow.limits, newRound), databaseTries);
         wake(places.wake);
         if (places.decision === 'wait_turn') {
           annotateActiveSpan({ [SpanAttributes.outcome]: 'waiting_for_turn' });
@@ -109,7 +114,7 @@ export function createDeliveryActivities({ db, secretBox, sender, logger, metric
         }
         let prepared: Awaited<ReturnType<typeof prepareAttempt>>;
         try {
-          prepared = await prepareAttempt(attemptDeps, deliveryId, { until: Math.min(recordBy, Date.now() + PREPARE_TRIES_MS), signal: context.cancellationSignal });
+          prepared = await prepareAttempt(attemptDeps, deliveryId, databaseTries);
         } catch (error) {
           await giveBack(deliveryId, attempt);
           throw error;
@@ -128,8 +133,8 @@ export function createDeliveryActivities({ db, secretBox, sender, logger, metric
         if (!reason) throw error;
         // No request went out: the round waits for its database instead of using up an attempt,
         // so an outage (or a migration's lock) longer than a round's schedule does not end it in
-        // dead_letter. (Places a lost answer granted it lapse after their hold; those of a failed
-        // preparation went back.)
+        // dead_letter. (Places granted by a try whose answer was lost, the database away past the
+        // tries, lapse after their hold; those of a failed preparation went back.)
         const waitMs = Math.round(DATABASE_RECHECK_MS * (0.5 + Math.random()));
         annotateActiveSpan({ [SpanAttributes.outcome]: 'waiting_for_database' });
         metrics.sendWaits.inc({ reason });

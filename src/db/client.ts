@@ -133,6 +133,9 @@ function hasErrorCode(error: unknown, codes: ReadonlySet<string>): boolean {
   return false;
 }
 
+/** Why the database was not available to a statement: see {@link databaseUnavailableReason}. */
+export type UnavailableReason = 'database_unreachable' | 'database_locked';
+
 /**
  * Why a statement failed when the database was not available to it, not because of what it asked
  * (the same may succeed later): `database_unreachable` (down, restarting, failing over, out of
@@ -140,7 +143,7 @@ function hasErrorCode(error: unknown, codes: ReadonlySet<string>): boolean {
  * failure. A connection lost under a statement may have committed it, so only what is safe to
  * repeat is tried again.
  */
-export function databaseUnavailableReason(error: unknown): 'database_unreachable' | 'database_locked' | undefined {
+export function databaseUnavailableReason(error: unknown): UnavailableReason | undefined {
   if (hasErrorCode(error, UNREACHABLE_CODES)) return 'database_unreachable';
   if (hasErrorCode(error, LOCKED_CODES)) return 'database_locked';
   return undefined;
@@ -151,15 +154,19 @@ const UNAVAILABLE_RETRY_MS = { first: 250, max: 5_000 };
 
 /**
  * Runs `work` (statements safe to repeat), and runs it again while it fails because the database
- * is not available, until `until` (ms since the epoch) or `signal` aborts; then the last error
- * is thrown. Any other error is thrown at once.
+ * is not available (for one of `reasons`, by default any), until `until` (ms since the epoch) or
+ * `signal` aborts; then the last error is thrown. Any other error is thrown at once.
  */
-export async function retryWhileUnavailable<T>(work: () => Promise<T>, { until, signal }: { until: number; signal: AbortSignal }): Promise<T> {
+export async function retryWhileUnavailable<T>(
+  work: () => Promise<T>,
+  { until, signal, reasons }: { until: number; signal: AbortSignal; reasons?: readonly UnavailableReason[] },
+): Promise<T> {
   for (let pauseMs = UNAVAILABLE_RETRY_MS.first; ; pauseMs = Math.min(pauseMs * 2, UNAVAILABLE_RETRY_MS.max)) {
     try {
       return await work();
     } catch (error) {
-      if (databaseUnavailableReason(error) === undefined || signal.aborted || Date.now() + pauseMs >= until) throw error;
+      const reason = databaseUnavailableReason(error);
+      if (reason === undefined || (reasons && !reasons.includes(reason)) || signal.aborted || Date.now() + pauseMs >= until) throw error;
       const aborted = await sleep(pauseMs, false, { signal }).catch(() => true);
       if (aborted) throw error;
     }

@@ -2,8 +2,8 @@
  * A statement that fails because its database is not available is told apart from one that fails
  * for what it asks, and is tried again until the database is back: on a real server (the embedded
  * PGlite server, over the PostgreSQL wire protocol) stopped and started again on its port; and on
- * PostgreSQL, a lock held past `lock_timeout` (PGlite runs one statement at a time: nothing waits
- * for a lock there).
+ * PostgreSQL, a lock held past `lock_timeout`, tried again unless only an unreachable database is
+ * (PGlite runs one statement at a time: nothing waits for a lock there).
  */
 import { sql } from 'drizzle-orm';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -133,6 +133,20 @@ describe.skipIf(databaseKind !== 'postgres')('a lock held past lock_timeout (Pos
 
       const blocked = await failure(() => waiting.db.execute(sql`select count(*) from migrating`));
       expect(databaseUnavailableReason(blocked)).toBe('database_locked');
+
+      // Tried again only for the reasons asked for: a lock, when only an unreachable database is.
+      let unreachableOnlyTries = 0;
+      const notRetried = await failure(() =>
+        retryWhileUnavailable(
+          () => {
+            unreachableOnlyTries += 1;
+            return waiting.db.execute(sql`select count(*) from migrating`);
+          },
+          { until: Date.now() + 30_000, signal: never, reasons: ['database_unreachable'] },
+        ),
+      );
+      expect(databaseUnavailableReason(notRetried)).toBe('database_locked');
+      expect(unreachableOnlyTries).toBe(1);
 
       let tries = 0;
       const given = new Promise((resolve) => setTimeout(resolve, 1_000)).then(giveBack);

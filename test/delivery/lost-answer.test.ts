@@ -1,12 +1,14 @@
 /**
- * The answer to the statement that opens an attempt, lost with its connection after the database
- * committed it (a real TCP connection closed between the commit and its answer): the send tries
- * again as the same attempt, so it counts one attempt and leaves no row that sent nothing to be
- * closed as timed out. (A record tried again after a lost answer: one-attempt.test.ts.)
+ * Answers lost with their connection after the database committed the statement (a real TCP
+ * connection closed between the commit and its answer), before a send's request goes out: the
+ * send tries again as the same attempt. Its places, taken again, are the ones it was granted (it
+ * does not wait for them to lapse, as if another attempt held them), and its attempt, opened
+ * again, is the one already counted (no row that sent nothing is closed as timed out). (A record
+ * tried again after a lost answer: one-attempt.test.ts.)
  */
 import { eq, sql } from 'drizzle-orm';
 import pino from 'pino';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { prepareAttempt, type AttemptDeps } from '../../activities/attempt.ts';
 import { openDatabase, queryRows, type DatabaseHandle } from '../../src/db/client.ts';
 import { createApiKey } from '../../src/db/queries/api-keys.ts';
@@ -20,6 +22,9 @@ import { generateEncryptionKey, SecretBox } from '../../src/secrets/crypto.ts';
 import { startAnswerLosingProxy, type AnswerLosingProxy } from '../support/answer-losing-proxy.ts';
 import { openSharedTestDatabase, type SharedTestDatabase } from '../support/database.ts';
 import { docauthData } from '../support/event-data.ts';
+import { startHarness, type Harness } from '../support/harness.ts';
+import { startHttpsReceiver, type HttpsReceiver } from '../support/https-receiver.ts';
+import { createWebhookFor, publishFor, waitForDelivery } from './support.ts';
 
 let database: SharedTestDatabase;
 let proxy: AnswerLosingProxy;
@@ -100,4 +105,50 @@ it('an attempt tried again after a newer attempt closed its row does not go out'
   );
   const [delivery] = await database.db.select().from(deliveries).where(eq(deliveries.id, deliveryId));
   expect(delivery?.attemptCount).toBe(2);
+});
+
+describe('through the worker', () => {
+  let h: Harness;
+  let receiver: HttpsReceiver;
+  let workerProxy: AnswerLosingProxy;
+  let workerDatabase: DatabaseHandle;
+  /** The statements the worker sent, as they went out. */
+  const sent: string[] = [];
+
+  beforeAll(async () => {
+    receiver = await startHttpsReceiver();
+    h = await startHarness({
+      worker: true,
+      delivery: { caFile: receiver.certFile },
+      async workerDatabase(url) {
+        workerProxy = await startAnswerLosingProxy(url);
+        workerDatabase = await openDatabase({ kind: 'postgres', url: workerProxy.url, poolMax: 1 }, { onStatement: (text) => sent.push(text) });
+        return workerDatabase.db;
+      },
+    });
+  });
+  afterAll(async () => {
+    await h?.stop();
+    await workerDatabase?.close();
+    await workerProxy?.close();
+    await receiver?.close();
+  });
+
+  it('a send whose places were granted but whose answer was lost takes them again: one activity, no wait', async () => {
+    const { key, webhookId } = await createWebhookFor(h, receiver.url);
+    await queryRows(workerDatabase.db, sql`select 1`);
+    const armedAt = sent.length;
+    const lost = workerProxy.loseNextAnswer();
+    const [deliveryId] = (await publishFor(h, key.projectId)).delivery_ids as [string];
+    await lost;
+    // The answer lost was the places' grant: the first statement of the send, and the only one sent until then.
+    expect(sent.slice(armedAt)).toEqual([expect.stringMatching(/acquire_send_places/)]);
+
+    const delivery = await waitForDelivery(h, key.token, webhookId, deliveryId, (d) => d.status === 'delivered');
+    expect(delivery.attempt_count).toBe(1);
+    expect(receiver.requests.filter((request) => request.headers['x-service-delivery-id'] === deliveryId)).toHaveLength(1);
+    const events = (await h.client.workflow.getHandle(deliveryId).fetchHistory()).events ?? [];
+    expect(events.filter((event) => event.activityTaskScheduledEventAttributes)).toHaveLength(1);
+    expect(events.filter((event) => event.timerStartedEventAttributes)).toHaveLength(0);
+  }, 60_000);
 });

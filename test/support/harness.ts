@@ -5,7 +5,7 @@ import { Writable } from 'node:stream';
 import { inject } from 'vitest';
 import { createApp } from '../../src/app.ts';
 import { parseConfig } from '../../src/config.ts';
-import type { DatabaseHandle } from '../../src/db/client.ts';
+import type { Database, DatabaseHandle } from '../../src/db/client.ts';
 import { createApiKey } from '../../src/db/queries/api-keys.ts';
 import { createLogger } from '../../src/logger.ts';
 import { createMetrics } from '../../src/metrics.ts';
@@ -14,7 +14,7 @@ import { connectToTemporal, type TemporalConnectionOptions } from '../../src/tem
 import { activityCompletion } from '../../src/temporal/activity-completion.ts';
 import { DeliveryScheduler } from '../../src/temporal/scheduler.ts';
 import { startDeliveryWorker, type DeliveryWorker } from '../../src/temporal/worker.ts';
-import { openTestDatabase, type TestDatabaseOptions } from './database.ts';
+import { openSharedTestDatabase, openTestDatabase, type TestDatabaseOptions } from './database.ts';
 
 export interface HarnessOptions {
   /** Run a delivery worker on the harness's own task queue. */
@@ -35,6 +35,11 @@ export interface HarnessOptions {
   temporalAddress?: string;
   /** How the database is opened (a statement counter, timeouts). */
   database?: TestDatabaseOptions;
+  /**
+   * The worker's own connection to the harness's database, opened from its URL (a test's, through
+   * a proxy): the database is then served on a port on PGlite too. The harness's own otherwise.
+   */
+  workerDatabase?: (url: string) => Promise<Database>;
 }
 
 /** A JSON response as the tests see it. */
@@ -59,7 +64,9 @@ export function connectToTestTemporal<T>(connect: (options: TemporalConnectionOp
  * optionally a worker. Log lines are kept in `logs` for scanning.
  */
 export async function startHarness(options: HarnessOptions = {}) {
-  const database: DatabaseHandle = await openTestDatabase(options.database);
+  const shared = options.workerDatabase ? await openSharedTestDatabase() : undefined;
+  const database: DatabaseHandle = shared ?? (await openTestDatabase(options.database));
+  const workerDb = shared && options.workerDatabase ? await options.workerDatabase(shared.url) : database.db;
   // As in the service: one native connection, shared by the client and the worker.
   const connection = await connectToTestTemporal((connectionOptions) => NativeConnection.connect(connectionOptions), options.temporalAddress);
   const client = new Client({ connection });
@@ -96,7 +103,7 @@ export async function startHarness(options: HarnessOptions = {}) {
       connection,
       namespace: 'default',
       taskQueue,
-      db: database.db,
+      db: workerDb,
       secretBox,
       scheduler,
       completion: activityCompletion(client),
