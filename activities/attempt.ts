@@ -6,7 +6,7 @@
  */
 import { ApplicationFailure, type RetryPolicy } from '@temporalio/common';
 import type { Logger } from 'pino';
-import { retryWhileUnavailable, type Database } from '../src/db/client.ts';
+import { retryWhileUnavailable, type Database, type UnavailableTries } from '../src/db/client.ts';
 import { finishAttempt, startAttempt, type AttemptResult } from '../src/db/queries/deliveries.ts';
 import type { DeliveryRow, EventRow, WebhookRow } from '../src/db/schema.ts';
 import { buildNotificationBody, buildNotificationHeaders } from '../src/delivery/notification.ts';
@@ -61,7 +61,7 @@ export interface PolicyPosition {
 export async function prepareAttempt(
   deps: AttemptDeps,
   deliveryId: string,
-  tries: Parameters<typeof retryWhileUnavailable>[1],
+  tries: UnavailableTries,
 ): Promise<PreparedAttempt | 'gone' | 'delivered'> {
   const startedAt = new Date();
   const attemptId = newId('attempt', startedAt.getTime());

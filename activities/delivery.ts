@@ -1,5 +1,5 @@
 import { CompleteAsyncError, Context } from '@temporalio/activity';
-import { databaseUnavailableReason, retryWhileUnavailable } from '../src/db/client.ts';
+import { databaseUnavailableReason, retryWhileUnavailable, type UnavailableTries } from '../src/db/client.ts';
 import { markDeadLetter } from '../src/db/queries/deliveries.ts';
 import type { SendsInFlight } from '../src/delivery/sends-in-flight.ts';
 import { disableIfFailing, type AutoDisableRule } from '../src/endpoint-health/auto-disable.ts';
@@ -97,7 +97,7 @@ export function createDeliveryActivities({ db, secretBox, sender, logger, metric
       const admission = await sends.admit();
       const roundAttempt = round.attemptsBefore + info.attempt;
       try {
-        const databaseTries = { until: Math.min(recordBy, Date.now() + DATABASE_TRIES_MS), signal: context.cancellationSignal, reasons: ['database_unreachable'] as const };
+        const databaseTries: UnavailableTries = { until: Math.min(recordBy, Date.now() + DATABASE_TRIES_MS), signal: context.cancellationSignal, reasons: ['database_unreachable'] };
         const newRound = round.attemptsBefore === 0 && info.attempt === 1;
         const places = await retryWhileUnavailable(() => acquireSendPlaces(db, deliveryId, attempt, flow.limits, newRound), databaseTries);
         wake(places.wake);

@@ -152,15 +152,22 @@ export function databaseUnavailableReason(error: unknown): UnavailableReason | u
 /** Pauses between tries of {@link retryWhileUnavailable}: doubling from 250 ms to 5 s. */
 const UNAVAILABLE_RETRY_MS = { first: 250, max: 5_000 };
 
+/** How long, and for what, {@link retryWhileUnavailable} tries again. */
+export interface UnavailableTries {
+  /** The last moment to try again, in ms since the epoch. */
+  until: number;
+  /** Stops the tries at once. */
+  signal: AbortSignal;
+  /** The reasons worth another try; any by default. */
+  reasons?: readonly UnavailableReason[];
+}
+
 /**
  * Runs `work` (statements safe to repeat), and runs it again while it fails because the database
- * is not available (for one of `reasons`, by default any), until `until` (ms since the epoch) or
- * `signal` aborts; then the last error is thrown. Any other error is thrown at once.
+ * is not available (for one of `reasons`, by default any), until `until` or `signal` aborts; then
+ * the last error is thrown. Any other error is thrown at once.
  */
-export async function retryWhileUnavailable<T>(
-  work: () => Promise<T>,
-  { until, signal, reasons }: { until: number; signal: AbortSignal; reasons?: readonly UnavailableReason[] },
-): Promise<T> {
+export async function retryWhileUnavailable<T>(work: () => Promise<T>, { until, signal, reasons }: UnavailableTries): Promise<T> {
   for (let pauseMs = UNAVAILABLE_RETRY_MS.first; ; pauseMs = Math.min(pauseMs * 2, UNAVAILABLE_RETRY_MS.max)) {
     try {
       return await work();

@@ -37,7 +37,8 @@ export interface HarnessOptions {
   database?: TestDatabaseOptions;
   /**
    * The worker's own connection to the harness's database, opened from its URL (a test's, through
-   * a proxy): the database is then served on a port on PGlite too. The harness's own otherwise.
+   * a proxy): the database is then served on a port on PGlite too, opened without `database`'s
+   * options. The harness's own otherwise.
    */
   workerDatabase?: (url: string) => Promise<Database>;
 }
