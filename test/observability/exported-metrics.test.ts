@@ -60,6 +60,7 @@ describe('/metrics of the API and the worker processes, after a delivery', () =>
   it("carry the Temporal SDK's metrics (prefix temporal_, durations in seconds) in the worker's only", () => {
     expect(scraped.worker).toMatch(/^temporal_activity_schedule_to_start_latency_bucket\{.*le="0\.1".*\} \d+/m);
     expect(scraped.worker).toMatch(/^temporal_worker_task_slots_available\{.*worker_type="ActivityWorker".*\} \d+/m);
+    expect(scraped.worker).toMatch(/^temporal_local_activity_execution_latency_bucket\{.*activity_type="repairStuckDeliveries".*\} \d+/m);
     expect(scraped.api).not.toMatch(/^temporal_/m);
   });
 

@@ -10,6 +10,7 @@ import { freePort } from '../support/ports.ts';
 
 const V2 = '/api-gateway/v2';
 const DELIVERED_TIMEOUT_MS = 60_000;
+const REPAIR_RUN_TIMEOUT_MS = 30_000;
 
 /** What each role of the service served on `/metrics` once a delivery had been made. */
 export interface ScrapedRoles {
@@ -50,7 +51,8 @@ async function waitUntil<T>(what: string, probe: () => Promise<T | undefined>, o
  * Starts `src/main.ts api` and `src/main.ts worker` as their own processes (the suite's Temporal
  * server, a shared test database, an HTTPS receiver with a self-signed certificate), then makes
  * one delivery whose first attempt gets a 500 and whose retry a 200, so that counters, histograms
- * and the SDK's task metrics have all been recorded.
+ * and the SDK's task metrics have all been recorded; then waits for a run of the repair check,
+ * whose local activities record the SDK's local-activity metrics.
  */
 export async function startServiceWithDelivery(): Promise<RunningService> {
   const receiver: HttpsReceiver = await startHttpsReceiver();
@@ -70,6 +72,8 @@ export async function startServiceWithDelivery(): Promise<RunningService> {
       DELIVERY_ALLOW_PRIVATE_TARGETS: 'true',
       DELIVERY_CA_FILE: receiver.certFile,
       LOG_LEVEL: 'warn',
+      // The repair check runs within seconds, so the SDK's local-activity metrics are always served.
+      REPAIR_INTERVAL: '5s',
     };
     const api = startService({ ...env, PORT: String(ports.api), METRICS_PORT: String(ports.apiMetrics) }, ['api']);
     const worker = startService(
@@ -108,6 +112,10 @@ export async function startServiceWithDelivery(): Promise<RunningService> {
       const delivery = ((await response.json()) as { data?: { status?: string } }).data;
       return delivery?.status === 'delivered' ? delivery : undefined;
     }, worker, DELIVERED_TIMEOUT_MS);
+    await waitUntil('the repair check has run its local activities', async () => {
+      const text = await fetchText(workerMetricsUrl);
+      return /^temporal_local_activity_total_total\{.*activity_type="repairStuckDeliveries"/m.test(text) ? text : undefined;
+    }, worker, REPAIR_RUN_TIMEOUT_MS);
 
     const sharedDatabase = database;
     return {
