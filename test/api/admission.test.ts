@@ -8,6 +8,7 @@ import { events, operationDeliveries, operations } from '../../src/db/schema.ts'
 import { BASE, createWebhookFor, waitForDelivery } from '../delivery/support.ts';
 import { docauthData, startHarness, type Harness } from '../support/harness.ts';
 import { startHttpsReceiver, type HttpsReceiver } from '../support/https-receiver.ts';
+import { storedDeliveries } from '../support/stored-deliveries.ts';
 
 /*
  * What one project may put into the service: its publish quota at the producers' door (test
@@ -131,11 +132,7 @@ describe('the selection of a bulk retry', () => {
   it('selects the matching deliveries in pages, in id order, within its times, and says when it is complete', async () => {
     const { key, webhookId } = await createWebhookFor(h, receiver.url);
     const before = new Date();
-    const ids: string[] = [];
-    for (let i = 0; i < 5; i += 1) {
-      const recorded = await recordEvent(h.db, h.secretBox, { projectId: key.projectId, event: 'docauth.completed', occurredAt: new Date(), payload: docauthData(), onlyWebhookId: webhookId });
-      ids.push(recorded.deliveries[0]!.deliveryId);
-    }
+    const ids = await storedDeliveries(h.db, h.secretBox, key.projectId, webhookId, 5);
     // Dead letters 0-3 match; 4 is delivered.
     await h.db.execute(sql`update deliveries set status = case when id = ${ids[4]} then 'delivered' else 'dead_letter' end where id in ${ids}`);
     const operation = (await createRetryOperation(h.db, { projectId: key.projectId, webhookId, statuses: ['dead_letter', 'failed'], since: before, until: new Date() }, 3)) as OperationView;

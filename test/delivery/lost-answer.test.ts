@@ -7,23 +7,19 @@
  * tried again after a lost answer: one-attempt.test.ts.)
  */
 import { eq, sql } from 'drizzle-orm';
-import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { prepareAttempt, type AttemptDeps } from '../../activities/attempt.ts';
+import { prepareAttempt } from '../../activities/attempt.ts';
 import { openDatabase, queryRows, type DatabaseHandle } from '../../src/db/client.ts';
-import { createApiKey } from '../../src/db/queries/api-keys.ts';
 import { startAttempt } from '../../src/db/queries/deliveries.ts';
-import { recordEvent } from '../../src/db/queries/events.ts';
-import { insertWebhook } from '../../src/db/queries/webhooks.ts';
 import { deliveries, deliveryAttempts } from '../../src/db/schema.ts';
 import { createSender } from '../../src/delivery/sender.ts';
-import { createMetrics } from '../../src/metrics.ts';
 import { generateEncryptionKey, SecretBox } from '../../src/secrets/crypto.ts';
 import { startAnswerLosingProxy, type AnswerLosingProxy } from '../support/answer-losing-proxy.ts';
 import { openSharedTestDatabase, type SharedTestDatabase } from '../support/database.ts';
-import { docauthData } from '../support/event-data.ts';
+import { attemptDepsFor } from '../support/delivery-activities.ts';
 import { startHarness, type Harness } from '../support/harness.ts';
 import { startHttpsReceiver, type HttpsReceiver } from '../support/https-receiver.ts';
+import { storedProject, webhookWithDeliveries } from '../support/stored-deliveries.ts';
 import { createWebhookFor, publishFor, waitForDelivery } from './support.ts';
 
 let database: SharedTestDatabase;
@@ -31,6 +27,7 @@ let proxy: AnswerLosingProxy;
 let throughProxy: DatabaseHandle;
 const box = new SecretBox(generateEncryptionKey());
 const never = new AbortController().signal;
+const sender = createSender({ timeoutMs: 1_000, allowPrivateTargets: true });
 
 beforeAll(async () => {
   database = await openSharedTestDatabase();
@@ -38,6 +35,7 @@ beforeAll(async () => {
   throughProxy = await openDatabase({ kind: 'postgres', url: proxy.url, poolMax: 1 });
 });
 afterAll(async () => {
+  sender.close();
   await throughProxy?.close();
   await proxy?.close();
   await database?.close();
@@ -46,17 +44,9 @@ afterAll(async () => {
 let sequence = 0;
 /** A delivery of a webhook of a project of its own. */
 async function newDelivery(): Promise<string> {
-  const projectId = `lost-answer-${(sequence += 1)}`;
-  const { key } = await createApiKey(database.db, { projectId, services: ['webhooks'] });
-  const webhook = await insertWebhook(database.db, box, projectId, {
-    apiKeyId: key.id,
-    url: 'https://127.0.0.1:1/hooks',
-    events: ['docauth.completed'],
-    headers: {},
-    secret: 'whsec_test',
-  });
-  const recorded = await recordEvent(database.db, box, { projectId, event: 'docauth.completed', occurredAt: new Date(), payload: docauthData(), onlyWebhookId: webhook.id });
-  return recorded.deliveries[0]!.deliveryId;
+  const project = await storedProject(database.db, `lost-answer-${(sequence += 1)}`);
+  const { ids } = await webhookWithDeliveries(database.db, box, project, { url: 'https://127.0.0.1:1/hooks', count: 1 });
+  return ids[0]!;
 }
 
 const attemptsOf = (deliveryId: string) =>
@@ -67,15 +57,7 @@ const attemptsOf = (deliveryId: string) =>
 
 it('a send whose attempt was opened but whose answer was lost opens that same attempt when it tries again', async () => {
   const deliveryId = await newDelivery();
-  const deps: AttemptDeps = {
-    db: throughProxy.db,
-    secretBox: box,
-    sender: createSender({ timeoutMs: 1_000, allowPrivateTargets: true }),
-    logger: pino({ level: 'silent' }),
-    metrics: createMetrics(),
-    sendTraceparent: false,
-    breakerThreshold: 5,
-  };
+  const deps = attemptDepsFor({ db: throughProxy.db, secretBox: box, sender });
   // The pool's one connection is open and idle: the next answer it gets is the attempt's.
   await queryRows(throughProxy.db, sql`select 1`);
   const lost = proxy.loseNextAnswer();

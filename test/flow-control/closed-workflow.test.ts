@@ -6,16 +6,13 @@
  */
 import { eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createApiKey } from '../../src/db/queries/api-keys.ts';
-import { recordEvent } from '../../src/db/queries/events.ts';
-import { insertWebhook } from '../../src/db/queries/webhooks.ts';
 import { sendPlaces, sendWaiters } from '../../src/db/schema.ts';
 import { createSender } from '../../src/delivery/sender.ts';
 import { acquireSendPlaces, releaseSendPlaces, LONGEST_TURN_RECHECK_MS, type FlowLimits } from '../../src/flow-control/places.ts';
 import { activityCompletion } from '../../src/temporal/activity-completion.ts';
 import { deliveryActivitiesFor } from '../support/delivery-activities.ts';
 import { startHarness, type Harness } from '../support/harness.ts';
-import { docauthData } from '../support/event-data.ts';
+import { storedProject, webhookWithDeliveries } from '../support/stored-deliveries.ts';
 import { waitFor } from '../support/wait.ts';
 
 let h: Harness;
@@ -45,26 +42,15 @@ const deliveryActivities = () =>
     stopping: stopping.signal,
   });
 
-async function webhookWithDeliveries(projectId: string, apiKeyId: string, url: string, count: number, rateLimit?: number) {
-  const webhook = await insertWebhook(h.db, h.secretBox, projectId, { apiKeyId, url, events: ['docauth.completed'], headers: {}, rateLimit, secret: 'whsec_test' });
-  const ids: string[] = [];
-  for (let i = 0; i < count; i += 1) {
-    const recorded = await recordEvent(h.db, h.secretBox, { projectId, event: 'docauth.completed', occurredAt: new Date(), payload: docauthData(), onlyWebhookId: webhook.id });
-    ids.push(recorded.deliveries[0]!.deliveryId);
-  }
-  return ids;
-}
-
 const placesOf = async (deliveryId: string) =>
   h.db.select({ scope: sendPlaces.scope, expiresAt: sendPlaces.expiresAt }).from(sendPlaces).where(eq(sendPlaces.deliveryId, deliveryId));
 
 describe('a delivery whose workflow has closed', () => {
   it('gives back the webhook place it kept while waiting in line when it is woken', async () => {
-    const projectId = 'closed-workflow';
-    const { key } = await createApiKey(h.db, { projectId, services: ['webhooks'] });
+    const project = await storedProject(h.db, 'closed-workflow');
     const host = 'https://closed-workflow.example';
-    const [first, waiting] = (await webhookWithDeliveries(projectId, key.id, `${host}/limited`, 2, 1)) as [string, string];
-    const [other] = (await webhookWithDeliveries(projectId, key.id, `${host}/other`, 1)) as [string];
+    const [first, waiting] = (await webhookWithDeliveries(h.db, h.secretBox, project, { url: `${host}/limited`, count: 2, rateLimit: 1 })).ids as [string, string];
+    const [other] = (await webhookWithDeliveries(h.db, h.secretBox, project, { url: `${host}/other`, count: 1 })).ids as [string];
     const acquire = (deliveryId: string, n = 1) => acquireSendPlaces(h.db, deliveryId, `run/${deliveryId}/${n}`, limits);
 
     expect(await acquire(first)).toMatchObject({ decision: 'granted' });

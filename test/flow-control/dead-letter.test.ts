@@ -9,9 +9,6 @@ import { Client, Connection } from '@temporalio/client';
 import { eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { DatabaseHandle } from '../../src/db/client.ts';
-import { createApiKey } from '../../src/db/queries/api-keys.ts';
-import { recordEvent } from '../../src/db/queries/events.ts';
-import { insertWebhook } from '../../src/db/queries/webhooks.ts';
 import { deliveries, sendWaiters } from '../../src/db/schema.ts';
 import { createSender } from '../../src/delivery/sender.ts';
 import { acquireSendPlaces, releaseSendPlaces, type FlowLimits } from '../../src/flow-control/places.ts';
@@ -19,7 +16,7 @@ import { generateEncryptionKey, SecretBox } from '../../src/secrets/crypto.ts';
 import { activityCompletion } from '../../src/temporal/activity-completion.ts';
 import { openTestDatabase } from '../support/database.ts';
 import { deliveryActivitiesFor } from '../support/delivery-activities.ts';
-import { docauthData } from '../support/event-data.ts';
+import { storedProject, webhookWithDeliveries } from '../support/stored-deliveries.ts';
 
 let handle: DatabaseHandle;
 const box = new SecretBox(generateEncryptionKey());
@@ -56,36 +53,24 @@ const deliveryActivities = () =>
 
 describe('a dead letter in line', () => {
   it('gives its place in line back: the next delivery of its webhook is served when a place frees, and it is never woken in vain', async () => {
-    const projectId = 'dead-letter-line';
-    const { key } = await createApiKey(handle.db, { projectId, services: ['webhooks'] });
-    const webhook = await insertWebhook(handle.db, box, projectId, {
-      apiKeyId: key.id,
-      url: 'https://127.0.0.1:1/hooks/dead-letter-line',
-      events: ['docauth.completed'],
-      headers: {},
-      secret: 'whsec_test',
-    });
-    const [holder, deadLetter, next] = await Promise.all(
-      [1, 2, 3].map(async () => {
-        const recorded = await recordEvent(handle.db, box, { projectId, event: 'docauth.completed', occurredAt: new Date(), payload: docauthData(), onlyWebhookId: webhook.id });
-        return recorded.deliveries[0]!.deliveryId;
-      }),
-    );
+    const project = await storedProject(handle.db, 'dead-letter-line');
+    const { ids } = await webhookWithDeliveries(handle.db, box, project, { url: 'https://127.0.0.1:1/hooks/dead-letter-line', count: 3 });
+    const [holder, deadLetter, next] = ids as [string, string, string];
     const attemptOf = (deliveryId: string) => `run/${deliveryId}/1`;
 
-    expect(await acquireSendPlaces(handle.db, holder!, attemptOf(holder!), limits)).toMatchObject({ decision: 'granted' });
-    expect(await acquireSendPlaces(handle.db, deadLetter!, attemptOf(deadLetter!), limits)).toMatchObject({ decision: 'wait_turn', blocked: 'webhook' });
+    expect(await acquireSendPlaces(handle.db, holder, attemptOf(holder), limits)).toMatchObject({ decision: 'granted' });
+    expect(await acquireSendPlaces(handle.db, deadLetter, attemptOf(deadLetter), limits)).toMatchObject({ decision: 'wait_turn', blocked: 'webhook' });
 
     // Its round's last activity failed while it waited: the workflow dead-letters it.
-    await deliveryActivities().markDeadLetter(deadLetter!, 'every attempt of the round failed');
+    await deliveryActivities().markDeadLetter(deadLetter, 'every attempt of the round failed');
 
-    const [row] = await handle.db.select({ status: deliveries.status }).from(deliveries).where(eq(deliveries.id, deadLetter!));
+    const [row] = await handle.db.select({ status: deliveries.status }).from(deliveries).where(eq(deliveries.id, deadLetter));
     expect(row?.status).toBe('dead_letter');
-    expect(await handle.db.select().from(sendWaiters).where(eq(sendWaiters.deliveryId, deadLetter!))).toEqual([]);
+    expect(await handle.db.select().from(sendWaiters).where(eq(sendWaiters.deliveryId, deadLetter))).toEqual([]);
 
-    const woken = await releaseSendPlaces(handle.db, holder!, attemptOf(holder!), limits);
+    const woken = await releaseSendPlaces(handle.db, holder, attemptOf(holder), limits);
     expect(woken).not.toContain(deadLetter);
-    expect(await acquireSendPlaces(handle.db, next!, attemptOf(next!), limits)).toMatchObject({ decision: 'granted' });
+    expect(await acquireSendPlaces(handle.db, next, attemptOf(next), limits)).toMatchObject({ decision: 'granted' });
     expect(signalled).not.toContain(deadLetter);
   });
 });

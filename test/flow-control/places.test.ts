@@ -1,15 +1,12 @@
 import { eq, sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { queryRows, type DatabaseHandle } from '../../src/db/client.ts';
-import { createApiKey } from '../../src/db/queries/api-keys.ts';
 import { finishAttempt, startAttempt, type AttemptResult } from '../../src/db/queries/deliveries.ts';
-import { recordEvent } from '../../src/db/queries/events.ts';
-import { insertWebhook } from '../../src/db/queries/webhooks.ts';
 import { destinationLimits, projectLimits, sendPlaces, sendWaiters, webhooks } from '../../src/db/schema.ts';
 import { acquireSendPlaces, releaseSendPlaces, turnRecheckMs, wakeForgottenLineHeads, type FlowLimits, type PlaceDecision } from '../../src/flow-control/places.ts';
 import { generateEncryptionKey, SecretBox } from '../../src/secrets/crypto.ts';
 import { openTestDatabase } from '../support/database.ts';
-import { docauthData } from '../support/event-data.ts';
+import { storedProject, webhookWithDeliveries as storeWebhookWithDeliveries, type StoredProject } from '../support/stored-deliveries.ts';
 
 let handle: DatabaseHandle;
 const box = new SecretBox(generateEncryptionKey());
@@ -24,35 +21,13 @@ afterAll(async () => {
 
 let sequence = 0;
 /** A project of its own, with an API key. */
-async function newProject() {
-  const projectId = `flow-${(sequence += 1)}`;
-  const { key } = await createApiKey(handle.db, { projectId, services: ['webhooks'] });
-  return { projectId, apiKeyId: key.id };
-}
+const newProject = () => storedProject(handle.db, `flow-${(sequence += 1)}`);
 
 /** A webhook of `project` (a new project by default) at `url`, and `count` deliveries to it. */
-async function webhookWithDeliveries(count: number, options: { rateLimit?: number; url?: string; project?: Awaited<ReturnType<typeof newProject>> } = {}) {
+async function webhookWithDeliveries(count: number, options: { rateLimit?: number; url?: string; project?: StoredProject } = {}) {
   const project = options.project ?? (await newProject());
-  const webhook = await insertWebhook(handle.db, box, project.projectId, {
-    apiKeyId: project.apiKeyId,
-    url: options.url ?? `https://127.0.0.1:1/hooks/${sequence}`,
-    events: ['docauth.completed'],
-    headers: {},
-    rateLimit: options.rateLimit,
-    secret: 'whsec_test',
-  });
-  const ids: string[] = [];
-  for (let i = 0; i < count; i += 1) {
-    const recorded = await recordEvent(handle.db, box, {
-      projectId: project.projectId,
-      event: 'docauth.completed',
-      occurredAt: new Date(),
-      payload: docauthData(),
-      onlyWebhookId: webhook.id,
-    });
-    ids.push(recorded.deliveries[0]!.deliveryId);
-  }
-  return { webhookId: webhook.id, project, ids };
+  const stored = await storeWebhookWithDeliveries(handle.db, box, project, { url: options.url ?? `https://127.0.0.1:1/hooks/${sequence}`, count, rateLimit: options.rateLimit });
+  return { ...stored, project };
 }
 
 /** The attempt id the activity would give a delivery's `n`-th attempt. */
@@ -337,7 +312,7 @@ describe('lines nobody will wake', () => {
 
   it("are woken fairly among projects: one project's many forgotten lines do not hold back another's", async () => {
     /** A line whose two holders' worker died: a forgotten head, waiting while both places are free. */
-    const forgottenLine = async (project: Awaited<ReturnType<typeof newProject>>) => {
+    const forgottenLine = async (project: StoredProject) => {
       const { ids } = await webhookWithDeliveries(3, { project });
       const [first, second, waiter] = ids as [string, string, string];
       await acquire(first);
