@@ -12,6 +12,9 @@ const RUNTIME_FAMILY = /^(process_|nodejs_)/;
 /** Labels a histogram or summary family carries by construction. */
 const STRUCTURAL_LABELS = new Set(['le', 'quantile']);
 
+/** The SDK's labels whose values are the project's workflow and activity names. */
+const PROJECT_NAMED_SDK_LABELS = new Set(['workflow_type', 'activity_type']);
+
 const metricsDoc = readFileSync(new URL('../../docs/metrics.md', import.meta.url), 'utf8');
 
 let service: RunningService;
@@ -37,6 +40,13 @@ function samples(text: string): { family: string; labels: Record<string, string>
       const labels = Object.fromEntries([...(match[2] ?? '').matchAll(/([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"/g)].map((m) => [m[1]!, m[2]!]));
       return { family: match[1]!.replace(/_(bucket|sum|count)$/, ''), labels };
     });
+}
+
+/** docs/metrics.md's list item of the values of the SDK's label `label` (it may run over several lines). */
+function sdkTypeList(label: string): string {
+  const item = new RegExp(`^- \`${label}\`:[^]*?(?=^- |^$)`, 'm').exec(metricsDoc);
+  if (!item) throw new Error(`docs/metrics.md lists no values of ${label}`);
+  return item[0];
 }
 
 /** The rows of docs/metrics.md's tables that name `family` in backticks. */
@@ -74,7 +84,7 @@ describe('/metrics of the API and the worker processes, after a delivery', () =>
     }
   });
 
-  it('are each listed in docs/metrics.md with every label they carry, and the values of the service\'s own labels', () => {
+  it('are each listed in docs/metrics.md with every label they carry, the values of the service\'s own labels, and every workflow and activity type', () => {
     const undocumented: string[] = [];
     for (const { family, labels } of [...samples(scraped.api), ...samples(scraped.worker)]) {
       if (RUNTIME_FAMILY.test(family)) continue;
@@ -86,8 +96,10 @@ describe('/metrics of the API and the worker processes, after a delivery', () =>
       for (const [label, value] of Object.entries(labels)) {
         if (STRUCTURAL_LABELS.has(label)) continue;
         if (!rows.some((row) => row.includes(`\`${label}\``))) undocumented.push(`${family} label ${label}`);
-        // The service's own labels are enumerated; the SDK's carry the project's fixed names.
+        // The service's own labels are enumerated in their rows; the SDK's workflow and activity
+        // types are the project's own names, listed once for all its families.
         if (family.startsWith('webhook_') && !rows.some((row) => row.includes(`\`${value}\``))) undocumented.push(`${family} ${label}="${value}"`);
+        if (PROJECT_NAMED_SDK_LABELS.has(label) && !sdkTypeList(label).includes(`\`${value}\``)) undocumented.push(`${label}="${value}"`);
       }
     }
     expect([...new Set(undocumented)]).toEqual([]);
