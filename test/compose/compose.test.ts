@@ -1,4 +1,3 @@
-import { execFileSync } from 'node:child_process';
 import { chmodSync, copyFileSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -10,7 +9,7 @@ import { call } from '../support/http.ts';
 import { startHttpsReceiver, type HttpsReceiver } from '../support/https-receiver.ts';
 import { readmeCommands, runToEnd } from '../support/readme.ts';
 import { waitFor } from '../support/wait.ts';
-import { docker, missingCommands, startContainerEngine, type ContainerEngine } from './engine.ts';
+import { docker, missingCommands, podman, startContainerEngine, type ContainerEngine } from './engine.ts';
 import { makeLocalImages } from './images.ts';
 
 /*
@@ -86,7 +85,7 @@ async function waitUntilDelivered(deliveryIds: string[], timeoutMs = 120_000): P
 }
 
 /** One CLI command in a one-off api container, as the README runs `keys create`. */
-function cli(args: string[]): string {
+function cli(args: string[]): Promise<string> {
   return compose(['run', '--rm', '--no-deps', 'api', 'npm', 'run', '-s', 'cli', '--', ...args]);
 }
 
@@ -112,7 +111,7 @@ beforeAll(async () => {
     RECEIVER_CA_DIR: caDir,
   };
   // What a previous run may have left (its containers, volumes and network).
-  compose(['--profile', 'observability', 'down', '--volumes', '--remove-orphans', '--timeout', '5']);
+  await compose(['--profile', 'observability', 'down', '--volumes', '--remove-orphans', '--timeout', '5']);
 }, 1_800_000);
 
 afterEach(({ task }) => {
@@ -123,18 +122,18 @@ afterAll(async () => {
   if (env) {
     try {
       if (failed) {
-        console.error(compose(['--profile', 'observability', 'ps', '--all']));
+        console.error(await compose(['--profile', 'observability', 'ps', '--all']));
         // This project's containers only; an empty list would make `podman inspect` fail before the logs.
-        const ids = compose(['--profile', 'observability', 'ps', '--all', '--quiet']).split('\n').filter(Boolean);
+        const ids = (await compose(['--profile', 'observability', 'ps', '--all', '--quiet'])).split('\n').filter(Boolean);
         const format = '{{.Name}} restarts={{.RestartCount}} started={{.State.StartedAt}} {{.State.Status}} exit={{.State.ExitCode}}';
-        if (ids.length > 0) console.error(execFileSync('podman', ['inspect', '--format', format, ...ids], { env, encoding: 'utf8' }));
-        console.error(compose(['--profile', 'observability', 'logs', '--no-color', '--timestamps', '--tail', '150']));
+        if (ids.length > 0) console.error(await podman(env, ['inspect', '--format', format, ...ids]));
+        console.error(await compose(['--profile', 'observability', 'logs', '--no-color', '--timestamps', '--tail', '150']));
       }
     } catch (error) {
       console.error(`compose logs failed: ${String(error)}`);
     }
     try {
-      compose(['--profile', 'observability', 'down', '--volumes', '--remove-orphans', '--timeout', '5']);
+      await compose(['--profile', 'observability', 'down', '--volumes', '--remove-orphans', '--timeout', '5']);
     } catch (error) {
       console.error(`compose down failed: ${String(error)}`);
     }
@@ -165,10 +164,7 @@ describe.sequential("the README's Docker Compose path", () => {
   });
 
   it('delivers an event published with a producer key to a receiver, with a verified signature', async () => {
-    const gateway = execFileSync('podman', ['network', 'inspect', `${PROJECT}_default`, '--format', '{{range .Subnets}}{{.Gateway}}{{end}}'], {
-      env,
-      encoding: 'utf8',
-    }).trim();
+    const gateway = (await podman(env, ['network', 'inspect', `${PROJECT}_default`, '--format', '{{range .Subnets}}{{.Gateway}}{{end}}'])).trim();
     expect(gateway).toMatch(/^\d+\.\d+\.\d+\.\d+$/);
     receiver = await startHttpsReceiver({ host: gateway, certificate });
     const url = receiver.url.replace(gateway, HOST_FROM_CONTAINERS);
@@ -177,7 +173,7 @@ describe.sequential("the README's Docker Compose path", () => {
     expect(created.status, JSON.stringify(created.body)).toBe(201);
     webhook = { id: created.body.data.id, secret: created.body.data.secret };
 
-    producerKey = JSON.parse(cli(['keys', 'create', '--project', 'acme', '--services', 'events', '--json']).trim().split('\n').at(-1)!).token as string;
+    producerKey = JSON.parse((await cli(['keys', 'create', '--project', 'acme', '--services', 'events', '--json'])).trim().split('\n').at(-1)!).token as string;
     const [deliveryId] = await publish('compose-first');
 
     const [request] = await receiver.waitForRequests(1, 120_000);
@@ -190,11 +186,13 @@ describe.sequential("the README's Docker Compose path", () => {
     const EVENTS = 30;
     // The worker to kill is one the sends went to: the endpoint has 10 places, so only 10 sends
     // start before the first times out, and Temporal may hand every one to the same replica.
-    const workers = [1, 2].map((replica) => {
-      const name = `${PROJECT}-worker-${replica}`;
-      const address = execFileSync('podman', ['inspect', '--format', '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}', name], { env, encoding: 'utf8' }).trim();
-      return { name, address };
-    });
+    const workers = await Promise.all(
+      [1, 2].map(async (replica) => {
+        const name = `${PROJECT}-worker-${replica}`;
+        const address = (await podman(env, ['inspect', '--format', '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}', name])).trim();
+        return { name, address };
+      }),
+    );
     const before = receiver!.requests.length;
     receiver!.behave(() => 'hang');
     const deliveryIds: string[] = [];
@@ -206,7 +204,7 @@ describe.sequential("the README's Docker Compose path", () => {
       { timeoutMs: 120_000 },
     );
     const sentByKilled = () => sentBy(killedAddress);
-    docker(env, ['kill', killed], projectRoot);
+    await docker(env, ['kill', killed], projectRoot);
     const killedAt = Date.now();
     const cutOff = sentByKilled().map((request) => String(request.headers['x-service-delivery-id']));
     receiver!.behave(() => ({ status: 200 }));
@@ -223,11 +221,11 @@ describe.sequential("the README's Docker Compose path", () => {
     console.error(`compose test: ${cutOff.length} deliveries in flight in the killed worker; all ${EVENTS} delivered`);
 
     // Back to two worker replicas for the scrape below, whether or not the engine restarted it.
-    if (docker(env, ['inspect', '--format', '{{.State.Running}}', killed], projectRoot).trim() !== 'true') docker(env, ['start', killed], projectRoot);
+    if ((await docker(env, ['inspect', '--format', '{{.State.Running}}', killed], projectRoot)).trim() !== 'true') await docker(env, ['start', killed], projectRoot);
   });
 
   it('scrapes every api and worker replica with Prometheus, in the observability profile (without Grafana)', async () => {
-    compose(['--profile', 'observability', 'up', '-d', 'prometheus']);
+    await compose(['--profile', 'observability', 'up', '-d', 'prometheus']);
     const upByJob = await waitFor(
       'Prometheus to scrape two api replicas, two worker replicas and the Temporal server',
       async () => {

@@ -1,10 +1,11 @@
-import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { ensureGoBinaries, onPath } from '../../src/local/go-tools.mjs';
 import { waitFor } from '../support/wait.ts';
+import { isProgram, output, runProgram } from './commands.ts';
 
 /*
  * The container engine of the compose test: podman with its Docker-compatible API on a socket of
@@ -64,7 +65,9 @@ export async function startContainerEngine(): Promise<ContainerEngine> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'compose-engine-'));
   const dockerConfig = path.join(dir, 'docker-config');
   mkdirSync(path.join(dockerConfig, 'cli-plugins'), { recursive: true });
-  symlinkSync(ensureGoBinaries([COMPOSE_MODULE])['docker-compose']!, path.join(dockerConfig, 'cli-plugins', 'docker-compose'));
+  // Built with Go in a process of its own: minutes on a new machine (see `commands.ts`).
+  const composePlugin = (await runProgram(import.meta.filename, [])).trim().split('\n').at(-1)!;
+  symlinkSync(composePlugin, path.join(dockerConfig, 'cli-plugins', 'docker-compose'));
   const socket = path.join(dir, 'podman.sock');
   const env: NodeJS.ProcessEnv = {
     ...process.env,
@@ -137,6 +140,10 @@ async function stopProcess(child: ChildProcess): Promise<void> {
 }
 
 /** `docker` in `env` (the engine's, with whatever the test adds) and `cwd`; answers what it printed. */
-export function docker(env: NodeJS.ProcessEnv, args: string[], cwd: string): string {
-  return execFileSync('docker', args, { cwd, env, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], maxBuffer: 64 * 1024 * 1024 });
-}
+export const docker = (env: NodeJS.ProcessEnv, args: string[], cwd: string): Promise<string> => output('docker', args, { env, cwd });
+
+/** `podman` in `env`; answers what it printed. */
+export const podman = (env: NodeJS.ProcessEnv, args: string[]): Promise<string> => output('podman', args, { env });
+
+// Run as a program (by startContainerEngine): builds the Compose plugin and prints its path.
+if (isProgram(import.meta.url)) console.log(ensureGoBinaries([COMPOSE_MODULE])['docker-compose']);

@@ -1,13 +1,12 @@
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { cpSync, linkSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
 import path from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { parse } from 'yaml';
 import { PROMTOOL_MODULE } from '../../scripts/promtool.mjs';
 import { ensureGoBinaries, projectRoot } from '../../src/local/go-tools.mjs';
-import { nodeArgsForChild } from '../../src/node-child.ts';
 import { TEMPORAL_SCHEMA_DIR, ensureTemporalTools } from '../../src/local/temporal-tools.mjs';
+import { isProgram, runProgram } from './commands.ts';
 
 /*
  * The images docker-compose.yml and the Dockerfile name, made on this machine, which reaches no
@@ -197,22 +196,10 @@ function recipeByImage(services: Record<string, string>, image: string): Recipe 
   return owner ? SERVICE_RECIPES[owner] : undefined;
 }
 
-/**
- * {@link ensureLocalImages} in a process of its own, so that the minutes it takes on a new
- * machine do not block the test worker's event loop: a worker that does not answer the test
- * runner for a minute fails the run ("Timeout calling onTaskUpdate"), however well its tests went.
- */
-export function makeLocalImages(env: NodeJS.ProcessEnv, skip: string[]): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [...nodeArgsForChild(), import.meta.filename, ...skip], {
-      cwd: projectRoot,
-      env,
-      stdio: ['ignore', 'inherit', 'inherit'],
-    });
-    child.once('error', reject);
-    child.once('exit', (code, signal) => (code === 0 ? resolve() : reject(new Error(`making the compose images failed (${signal ?? `exit ${code}`})`))));
-  });
+/** {@link ensureLocalImages} in a process of its own: minutes on a new machine (see `commands.ts`). */
+export async function makeLocalImages(env: NodeJS.ProcessEnv, skip: string[]): Promise<void> {
+  await runProgram(import.meta.filename, skip, env);
 }
 
 // Run as a program (by makeLocalImages): the services not to make are its arguments.
-if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) ensureLocalImages(process.env, process.argv.slice(2));
+if (isProgram(import.meta.url)) ensureLocalImages(process.env, process.argv.slice(2));

@@ -1,6 +1,7 @@
-import { execFileSync } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { existsSync, linkSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import { promisify } from 'node:util';
 import { startGroup, type GroupProcess } from './embedded-service.ts';
 import { serviceNodeFlags } from './service-command.ts';
 
@@ -15,6 +16,7 @@ import { serviceNodeFlags } from './service-command.ts';
 
 const projectRoot = path.resolve(import.meta.dirname, '../..');
 const RELEASES_DIR = path.join(projectRoot, '.tools', 'releases');
+const execFileAsync = promisify(execFile);
 
 /** A release as releases.json records it. */
 export interface Release {
@@ -40,17 +42,21 @@ export function previousRelease(): Release {
 
 /**
  * The directory of `release`'s code with its dependencies installed, made on first use and kept.
- * A directory left half-made by an interrupted run is made again.
+ * A directory left half-made by an interrupted run is made again. Its commands run as child
+ * processes the test worker awaits: `npm ci` can take minutes on a new machine, and a worker whose
+ * event loop is blocked that long fails the run ("Timeout calling onTaskUpdate").
  */
-export function prepareRelease(release: Release): string {
+export async function prepareRelease(release: Release): Promise<string> {
   const dir = path.join(RELEASES_DIR, release.version);
   const done = path.join(dir, '.prepared');
   if (!existsSync(done) || readFileSync(done, 'utf8') !== release.commit) {
     rmSync(dir, { recursive: true, force: true });
     mkdirSync(dir, { recursive: true });
-    const archive = execFileSync('git', ['-C', projectRoot, 'archive', '--format=tar', release.commit], { maxBuffer: 512 * 1024 * 1024 });
-    execFileSync('tar', ['-x', '-C', dir], { input: archive });
-    execFileSync('npm', ['ci', '--no-audit', '--no-fund', '--loglevel=error'], { cwd: dir, stdio: ['ignore', 'ignore', 'inherit'] });
+    const archive = `${dir}.tar`;
+    await execFileAsync('git', ['-C', projectRoot, 'archive', '--format=tar', `--output=${archive}`, release.commit]);
+    await execFileAsync('tar', ['-xf', archive, '-C', dir]);
+    rmSync(archive);
+    await execFileAsync('npm', ['ci', '--no-audit', '--no-fund', '--loglevel=error'], { cwd: dir, maxBuffer: 64 * 1024 * 1024 });
     writeFileSync(done, release.commit);
   }
   linkTree(path.join(projectRoot, '.tools', 'bin'), path.join(dir, '.tools', 'bin'), (name) => name.startsWith('temporal'));

@@ -24,7 +24,7 @@ let receiver: Awaited<ReturnType<typeof startScenarioReceiver>>;
 
 beforeAll(async () => {
   release = previousRelease();
-  releaseDir = prepareRelease(release);
+  releaseDir = await prepareRelease(release);
   workflowBundle = await bundleCurrentWorkflows();
   tmp = await mkdtemp(path.join(os.tmpdir(), 'upgrade-'));
   receiver = await startScenarioReceiver();

@@ -26,7 +26,7 @@ let cluster: ClusterHandle | undefined;
 
 beforeAll(async () => {
   release = previousRelease();
-  releaseDir = prepareRelease(release);
+  releaseDir = await prepareRelease(release);
   workflowBundle = await bundleCurrentWorkflows();
   receiver = await startScenarioReceiver();
 }, 300_000);
