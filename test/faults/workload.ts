@@ -5,13 +5,13 @@
  * that the database agrees with what the receiver saw.
  */
 import { randomUUID } from 'node:crypto';
-import { count, eq, inArray, sum } from 'drizzle-orm';
+import { count, eq, inArray, sql, sum } from 'drizzle-orm';
 import { createApiKey } from '../../src/db/queries/api-keys.ts';
 import { ABANDONED_ATTEMPT_ERROR } from '../../src/db/queries/deliveries.ts';
 import { CANCELLED_ATTEMPT_ERROR } from '../../src/delivery/sender.ts';
 import { deliveries, deliveryAttempts, events, webhooks } from '../../src/db/schema.ts';
 import { docauthData as sharedDocauthData } from '../support/event-data.ts';
-import type { Database } from '../../src/db/client.ts';
+import { queryRows, type Database } from '../../src/db/client.ts';
 import { call, isV2ErrorBody, type NoAnswer } from '../support/http.ts';
 import type { DedupeReceiver } from './receiver.ts';
 import { sleep, waitFor } from '../support/wait.ts';
@@ -26,6 +26,8 @@ export interface Deployment {
   createKey(): Promise<ScenarioKeys>;
   /** Processes that died without the scenario killing or stopping them. */
   unexpectedExits(): string[] | Promise<string[]>;
+  /** What the worker processes logged so far, where the topology keeps it: shown when a wait fails. */
+  logs?(role: 'worker'): Promise<string>;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -263,7 +265,27 @@ export async function waitUntilSettled(
       { timeoutMs, intervalMs: 250 },
     );
   } catch (error) {
-    throw new Error(`${(error as Error).message}; last counts ${JSON.stringify(last)}`);
+    throw new Error(`${(error as Error).message}; last counts ${JSON.stringify(last)}${await unsettledReport(cluster, webhookId, settled)}`);
+  }
+}
+
+/** For a failed wait: a few deliveries not settled, with the send places and line entries they hold and whether their event was dispatched, and the worker's last log lines. */
+async function unsettledReport(cluster: Deployment, webhookId: string, settled: string[]): Promise<string> {
+  try {
+    const stuck = await queryRows(
+      cluster.db,
+      sql`select d.id, d.status, d.attempt_count, d.last_error, d.next_retry_at, d.updated_at,
+            (select count(*)::int from send_places p where p.delivery_id = d.id) as places,
+            (select count(*)::int from send_waiters w where w.delivery_id = d.id) as in_line,
+            (select e.dispatched_at from events e where e.id = d.event_id) as event_dispatched_at
+          from deliveries d
+          where d.webhook_id = ${webhookId} and d.status not in ${[...settled]}
+          order by d.updated_at limit 5`,
+    );
+    const workerLog = cluster.logs ? (await cluster.logs('worker')).trimEnd().split('\n').slice(-40).join('\n') : '(not kept by this topology)';
+    return `\nunsettled (oldest first): ${JSON.stringify(stuck)}\nthe worker's last log lines:\n${workerLog}`;
+  } catch (error) {
+    return `\n(no report of the unsettled deliveries: ${String(error)})`;
   }
 }
 
