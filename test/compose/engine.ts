@@ -1,8 +1,7 @@
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { promisify } from 'node:util';
 import { ensureGoBinaries, onPath } from '../../src/local/go-tools.mjs';
 import { waitFor } from '../support/wait.ts';
 import { isProgram, output, runProgram } from './commands.ts';
@@ -12,8 +11,6 @@ import { isProgram, output, runProgram } from './commands.ts';
  * the test's own, the Docker CLI talking to it (DOCKER_HOST), and Compose v2, built with Go, as the
  * CLI's `compose` plugin (DOCKER_CONFIG). So `docker compose …` runs as a user types it.
  */
-
-const execFileAsync = promisify(execFile);
 
 /** Docker Compose v2, the last line whose dependencies the Go module proxy here serves in full. */
 const COMPOSE_VERSION = 'v2.40.3';
@@ -83,7 +80,7 @@ export async function startContainerEngine(): Promise<ContainerEngine> {
   service.stderr!.on('data', (chunk: Buffer) => (serviceErrors = (serviceErrors + chunk.toString()).slice(-4_000)));
   await waitFor('podman system service to answer', async () => {
     if (service.exitCode !== null) throw new Error(`podman system service exited: ${serviceErrors}`);
-    await execFileAsync('docker', ['version'], { env });
+    await docker(env, ['version']);
     return true;
   }, { timeoutMs: 30_000 });
   const healthChecks = runHealthChecks(env);
@@ -101,7 +98,7 @@ function runHealthChecks(env: NodeJS.ProcessEnv): { stop(): Promise<void> } {
   const lastRun = new Map<string, number>();
   let stopped = false;
   const tick = async () => {
-    const { stdout } = await execFileAsync('podman', ['ps', '--format', '{{.ID}} {{.Status}}'], { env }).catch(() => ({ stdout: '' }));
+    const stdout = await podman(env, ['ps', '--format', '{{.ID}} {{.Status}}']).catch(() => '');
     const checks = stdout.split('\n').flatMap((line) => {
       const [id, ...status] = line.split(' ');
       const health = /\((healthy|unhealthy|starting)\)/.exec(status.join(' '))?.[1];
@@ -112,7 +109,7 @@ function runHealthChecks(env: NodeJS.ProcessEnv): { stop(): Promise<void> } {
     await Promise.all(
       checks.map(async (id) => {
         lastRun.set(id, Date.now());
-        await execFileAsync('podman', ['healthcheck', 'run', id], { env }).catch(() => {});
+        await podman(env, ['healthcheck', 'run', id]).catch(() => {});
       }),
     );
   };
@@ -140,7 +137,7 @@ async function stopProcess(child: ChildProcess): Promise<void> {
 }
 
 /** `docker` in `env` (the engine's, with whatever the test adds) and `cwd`; answers what it printed. */
-export const docker = (env: NodeJS.ProcessEnv, args: string[], cwd: string): Promise<string> => output('docker', args, { env, cwd });
+export const docker = (env: NodeJS.ProcessEnv, args: string[], cwd?: string): Promise<string> => output('docker', args, { env, cwd });
 
 /** `podman` in `env`; answers what it printed. */
 export const podman = (env: NodeJS.ProcessEnv, args: string[]): Promise<string> => output('podman', args, { env });
