@@ -269,7 +269,7 @@ export async function waitUntilSettled(
   }
 }
 
-/** For a failed wait: a few deliveries not settled, with the send places and line entries they hold and whether their event was dispatched, and the worker's last log lines. */
+/** For a failed wait: a few deliveries not settled, with the send places and line entries they hold and whether their event was dispatched, the processes that died unasked, and the worker's last log lines. */
 async function unsettledReport(cluster: Deployment, webhookId: string, settled: string[]): Promise<string> {
   try {
     const stuck = await queryRows(
@@ -283,7 +283,8 @@ async function unsettledReport(cluster: Deployment, webhookId: string, settled: 
           order by d.updated_at limit 5`,
     );
     const workerLog = cluster.logs ? (await cluster.logs('worker')).trimEnd().split('\n').slice(-40).join('\n') : '(not kept by this topology)';
-    return `\nunsettled (oldest first): ${JSON.stringify(stuck)}\nthe worker's last log lines:\n${workerLog}`;
+    const exits = await cluster.unexpectedExits();
+    return `\nunsettled (oldest first): ${JSON.stringify(stuck)}\nprocesses that died: ${exits.length ? exits.join('; ') : 'none'}\nthe worker's last log lines:\n${workerLog}`;
   } catch (error) {
     return `\n(no report of the unsettled deliveries: ${String(error)})`;
   }
