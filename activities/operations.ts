@@ -4,9 +4,9 @@ import type { Database } from '../src/db/client.ts';
 import {
   findOperationById,
   finishOperation,
-  markOperationItemsRetried,
+  markOperationItemRetried,
   pendingOperationItems,
-  queueOperationItems,
+  queueOperationItem,
   runningOperationsOf,
   selectOperationPage,
 } from '../src/db/queries/operations.ts';
@@ -23,9 +23,6 @@ export interface OperationActivityDeps {
 
 /** Deliveries an operation selects at a time, when those it has selected run short. */
 export const SELECTION_PAGE = 500;
-
-/** Retry signals a step sends at once: a step's deliveries do not wait for each other's round trips to Temporal. */
-const SIGNALS_AT_ONCE = 8;
 
 /** How a step of an operation ended, and how long its workflow waits before the next. */
 export interface StepResult {
@@ -47,54 +44,29 @@ export function createOperationActivities({ db, scheduler, logger }: OperationAc
   }
 
   /**
-   * Signals the workflows of `items` (a retry keyed by the operation's id, which a workflow takes
-   * once), {@link SIGNALS_AT_ONCE} at a time, until the operation is cancelled; marks those
-   * signalled retried, then fails with the first signal that failed, if one did. Returns how many
-   * were signalled.
+   * Handles up to `limit` of the operation's deliveries, back to back (no waiting: the workflow
+   * paces the steps): signals again those queued by an earlier attempt that stopped before their
+   * signal, queues and signals each matched one still in one of its statuses, skips the others.
+   * Stops between two deliveries when the operation is cancelled.
    */
-  async function signalRetries(
-    { operation, webhook }: { operation: OperationRow; webhook: WebhookRow },
-    items: readonly { deliveryId: string; event: string }[],
-  ): Promise<number> {
-    const cancelled = Context.current().cancellationSignal;
-    const next = items.values();
-    const signalled: string[] = [];
-    const failures: unknown[] = [];
-    const lane = async () => {
-      for (const item of next) {
-        if (cancelled.aborted || failures.length > 0) return;
-        try {
-          await scheduler.retry(
-            { deliveryId: item.deliveryId, webhookId: webhook.id, projectId: webhook.projectId, event: item.event, url: webhook.url },
-            operation.id,
-          );
-          signalled.push(item.deliveryId);
-          heartbeat();
-        } catch (error) {
-          failures.push(error);
-        }
-      }
-    };
-    await Promise.all(Array.from({ length: Math.min(SIGNALS_AT_ONCE, items.length) }, lane));
-    await markOperationItemsRetried(db, operation.id, signalled);
-    if (failures.length > 0) throw failures[0];
-    return signalled.length;
-  }
-
-  /**
-   * Handles up to `limit` of the operation's deliveries (no waiting: the workflow paces the
-   * steps): queues those matched that are still in one of its statuses (one transaction) and
-   * skips the others, then signals them, and again those queued by an earlier attempt that
-   * stopped before their signal. A cancelled operation stops between two signals; what it had
-   * queued is signalled when it finishes.
-   */
-  async function handleItems(running: { operation: OperationRow; webhook: WebhookRow }, limit: number) {
-    const { operation, webhook } = running;
+  async function handleItems({ operation, webhook }: { operation: OperationRow; webhook: WebhookRow }, limit: number) {
     const items = await pendingOperationItems(db, operation.id, limit);
-    const matched = items.filter((item) => item.state === 'matched').map((item) => item.deliveryId);
-    const queued = await queueOperationItems(db, operation.id, matched, operation.statuses);
-    const skipped = matched.length - queued.size;
-    const retried = await signalRetries(running, items.filter((item) => item.state === 'queued' || queued.has(item.deliveryId)));
+    let retried = 0;
+    let skipped = 0;
+    for (const item of items) {
+      if (Context.current().cancellationSignal.aborted) break;
+      if (item.state === 'matched' && !(await queueOperationItem(db, operation.id, item.deliveryId, operation.statuses))) {
+        skipped += 1;
+        continue;
+      }
+      await scheduler.retry(
+        { deliveryId: item.deliveryId, webhookId: webhook.id, projectId: webhook.projectId, event: item.event, url: webhook.url },
+        operation.id,
+      );
+      await markOperationItemRetried(db, operation.id, item.deliveryId);
+      retried += 1;
+      heartbeat();
+    }
     if (retried + skipped > 0) logger.info({ operationId: operation.id, webhookId: webhook.id, retried, skipped }, 'bulk retry step');
     return { items: items.length, retried, skipped };
   }
@@ -141,9 +113,14 @@ export function createOperationActivities({ db, scheduler, logger }: OperationAc
       const running = await runningOperation(operationId);
       if (running) {
         for (let queued = await pendingOperationItems(db, operationId, 100, ['queued']); queued.length > 0; queued = await pendingOperationItems(db, operationId, 100, ['queued'])) {
-          await signalRetries(running, queued);
-          // Signals stop when this activity is cancelled: it ends cancelled, with the rest still queued.
-          Context.current().cancellationSignal.throwIfAborted();
+          for (const item of queued) {
+            await scheduler.retry(
+              { deliveryId: item.deliveryId, webhookId: running.webhook.id, projectId: running.webhook.projectId, event: item.event, url: running.webhook.url },
+              operationId,
+            );
+            await markOperationItemRetried(db, operationId, item.deliveryId);
+          }
+          heartbeat();
         }
       }
       await finishOperation(db, operationId, status);

@@ -11,17 +11,6 @@ import {
 import type { OperationActivities } from '../activities/operations.ts';
 import { ProjectIdAttribute } from './search-attributes.ts';
 
-/**
- * When the step after one that started at `startedAt` is due, that one having been due at `dueAt`
- * and asked for a wait of `waitMs`: a wait after it was due, so the time a step spends reaching
- * the worker (its timer's workflow task, its activity's dispatch) is not taken from the rate. A
- * step later than a whole wait starts the schedule afresh: a pause (a worker restart) is not made
- * up in a burst, and at most one step's worth ever comes early.
- */
-export function nextStepDue(dueAt: number, startedAt: number, waitMs: number): number {
-  return startedAt - dueAt > waitMs ? startedAt + waitMs : dueAt + waitMs;
-}
-
 /** Input of {@link bulkRetryWorkflow}. */
 export interface BulkRetryInput {
   operationId: string;
@@ -40,12 +29,6 @@ export const PAGES_PER_RUN = 200;
  */
 const PACED_IN_WORKFLOW = 'bulk-retry-paced-in-workflow';
 
-/**
- * The patch that paces steps from when each was due rather than from when it started: runs
- * started before it wait as they did.
- */
-const PACED_FROM_DUE_TIME = 'bulk-retry-paced-from-due-time';
-
 const RETRY_OPTIONS = { initialInterval: '1s', backoffCoefficient: 2, maximumInterval: '30s' } as const;
 
 /** The operation's activities, dispatched under its project's fairness key. */
@@ -55,7 +38,7 @@ function activitiesOf(projectId: string | undefined) {
     startToCloseTimeout: '2m',
     heartbeatTimeout: '10s',
     retry: RETRY_OPTIONS,
-    // On cancel, the step in flight stops between two signals before the operation is marked cancelled.
+    // On cancel, the step in flight ends between two deliveries before the operation is marked cancelled.
     cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
     ...priority,
   });
@@ -71,19 +54,16 @@ function activitiesOf(projectId: string | undefined) {
  * deliveries the operation matches when it needs more, queues the step's share of them (still
  * failed or dead-lettered) and signals their workflows (keyed by the operation id, so a step
  * repeated after a crash retries nothing twice), and skips those that moved on. Between steps the
- * workflow waits, holding no worker slot, until the next step is due ({@link nextStepDue}): the
- * project's operations together signal at most BULK_RETRY_RATE a second, one step's worth early
- * at most. Its progress lives in the database (`operations`, `operation_deliveries`), so it
- * survives worker and server restarts; cancelling it stops it after the step in hand (a second of
- * its rate at most), and its end signals any delivery it had queued.
+ * workflow waits, holding no worker slot: the project's operations together signal at most
+ * BULK_RETRY_RATE a second. Its progress lives in the database (`operations`,
+ * `operation_deliveries`), so it survives worker and server restarts; cancelling it stops it
+ * after the delivery in hand, and its end signals any delivery it had queued.
  */
 export async function bulkRetryWorkflow(input: BulkRetryInput): Promise<void> {
   const { retryOperationStep, retryOperationPage, finishOperation } = activitiesOf(workflowInfo().typedSearchAttributes.get(ProjectIdAttribute));
   const paced = patched(PACED_IN_WORKFLOW);
-  const fromDueTime = paced && patched(PACED_FROM_DUE_TIME);
   try {
     const pagesPerRun = input.pagesPerRun ?? PAGES_PER_RUN;
-    let due = Date.now();
     for (let pages = 0; pages < pagesPerRun && !workflowInfo().continueAsNewSuggested; pages += 1) {
       const started = Date.now();
       const step = paced
@@ -93,9 +73,7 @@ export async function bulkRetryWorkflow(input: BulkRetryInput): Promise<void> {
         await finishOperation(input.operationId, 'completed');
         return;
       }
-      const waitMs = paced ? step.waitMs : (step.retried / input.ratePerSecond) * 1000;
-      due = fromDueTime ? nextStepDue(due, started, waitMs) : started + waitMs;
-      const rest = due - Date.now();
+      const rest = (paced ? step.waitMs : (step.retried / input.ratePerSecond) * 1000) - (Date.now() - started);
       if (rest > 0) await sleep(rest);
     }
   } catch (error) {

@@ -5,7 +5,7 @@ import { recordEvent } from '../../src/db/queries/events.ts';
 import { createRetryOperation, findOperation, type OperationView } from '../../src/db/queries/operations.ts';
 import { deliveries } from '../../src/db/schema.ts';
 import { findWebhook } from '../../src/db/queries/webhooks.ts';
-import { bulkRetryWorkflow, nextStepDue } from '../../workflows/bulk-retry.ts';
+import { bulkRetryWorkflow } from '../../workflows/bulk-retry.ts';
 import { waitFor } from '../support/wait.ts';
 import { docauthData, startHarness, type Harness } from '../support/harness.ts';
 import { startHttpsReceiver, type HttpsReceiver } from '../support/https-receiver.ts';
@@ -76,26 +76,6 @@ async function deadLettered(count: number) {
   return { key, webhookId, ids };
 }
 
-describe('the pace of the steps', () => {
-  it('counts a wait from when the step was due, so the time a step takes to reach the worker is not taken from the rate', () => {
-    // Due at 0, started 300 ms late, a wait of 1 s: the next is due at 1 s, not 1.3 s.
-    expect(nextStepDue(0, 300, 1_000)).toBe(1_000);
-    // On time: a wait after it.
-    expect(nextStepDue(5_000, 5_000, 1_000)).toBe(6_000);
-    // Steps that keep arriving late still average the rate: ten steps, each 400 ms late, span ten waits.
-    let due = 0;
-    for (let step = 0; step < 10; step += 1) due = nextStepDue(due, due + 400, 1_000);
-    expect(due).toBe(10_000);
-  });
-
-  it('starts the schedule afresh after a step later than a whole wait, so a pause is not made up in a burst', () => {
-    // A worker restart held the step 13 s: the next comes a wait after it started, not at once.
-    expect(nextStepDue(0, 13_000, 1_000)).toBe(14_000);
-    // Whatever the lateness, the next step is never due before the one that just ran started: one step's worth early at most.
-    for (const late of [0, 1, 250, 999, 1_000, 1_001, 60_000]) expect(nextStepDue(0, late, 1_000)).toBeGreaterThanOrEqual(late);
-  });
-});
-
 describe('POST /webhooks/{id}/deliveries/retry', () => {
   it('retries every dead-lettered delivery once, at the configured rate, and skips one that moved on', async () => {
     const { key, webhookId, ids } = await deadLettered(9);
@@ -122,7 +102,7 @@ describe('POST /webhooks/{id}/deliveries/retry', () => {
     expect(spanMs(byOperation)).toBeGreaterThan(minimumSpanMs(byOperation.length));
   }, 120_000);
 
-  it('stops after the step in hand when cancelled, and records itself cancelled with the count it reached', async () => {
+  it('stops after the delivery in hand when cancelled, and records itself cancelled with the count it reached', async () => {
     const { key, webhookId, ids } = await deadLettered(12);
     receiver.behave(() => ({ status: 200 }));
     const started = await h.request('POST', `${BASE}/webhooks/${webhookId}/deliveries/retry`, { token: key.token });

@@ -115,7 +115,7 @@ export const operationsRouter = createRouter()
       path: '/{id}/operations/{operation_id}',
       operationId: 'cancelOperation',
       tags,
-      summary: 'Cancel a bulk operation (it retries the deliveries of the step in hand, a second of its rate at most, and records itself cancelled)',
+      summary: 'Cancel a bulk operation (it stops between two deliveries and records itself cancelled)',
       request: { params: OperationParamsSchema },
       responses: {
         202: success(envelope(OperationSchema), 'Cancellation requested; the operation as it stands'),

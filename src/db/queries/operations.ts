@@ -142,38 +142,30 @@ export async function pendingOperationItems(db: Database, operationId: string, l
 }
 
 /**
- * Moves the matched deliveries `deliveryIds` back to `pending` for the operation's retry, those
- * still in one of `statuses`, and marks them `queued`; marks the others `skipped`. One
- * transaction for a step's deliveries. Returns the ids queued.
+ * Moves a matched delivery back to `pending` for the operation's retry, if it is still in one of
+ * `statuses`, and marks it `queued`; otherwise marks it `skipped`. Returns whether it was queued.
  */
-export async function queueOperationItems(db: Database, operationId: string, deliveryIds: readonly string[], statuses: DeliveryStatus[]): Promise<Set<string>> {
-  if (deliveryIds.length === 0) return new Set();
+export async function queueOperationItem(db: Database, operationId: string, deliveryId: string, statuses: DeliveryStatus[]): Promise<boolean> {
   return db.transaction(async (tx) => {
     const moved = await tx
       .update(deliveries)
       .set({ status: 'pending', nextRetryAt: null, updatedAt: new Date() })
-      .where(and(inArray(deliveries.id, [...deliveryIds]), inArray(deliveries.status, statuses)))
+      .where(and(eq(deliveries.id, deliveryId), inArray(deliveries.status, statuses)))
       .returning({ id: deliveries.id });
-    const queued = new Set(moved.map((row) => row.id));
-    const skipped = deliveryIds.filter((id) => !queued.has(id));
-    for (const [state, ids] of [['queued', [...queued]], ['skipped', skipped]] as const) {
-      if (ids.length === 0) continue;
-      await tx
-        .update(operationDeliveries)
-        .set({ state })
-        .where(and(eq(operationDeliveries.operationId, operationId), inArray(operationDeliveries.deliveryId, ids)));
-    }
-    return queued;
+    await tx
+      .update(operationDeliveries)
+      .set({ state: moved.length > 0 ? 'queued' : 'skipped' })
+      .where(and(eq(operationDeliveries.operationId, operationId), eq(operationDeliveries.deliveryId, deliveryId)));
+    return moved.length > 0;
   });
 }
 
-/** Marks queued items retried once their delivery workflows have the signal. */
-export async function markOperationItemsRetried(db: Database, operationId: string, deliveryIds: readonly string[]): Promise<void> {
-  if (deliveryIds.length === 0) return;
+/** Marks a queued item retried once its delivery workflow has the signal. */
+export async function markOperationItemRetried(db: Database, operationId: string, deliveryId: string): Promise<void> {
   await db
     .update(operationDeliveries)
     .set({ state: 'retried' })
-    .where(and(eq(operationDeliveries.operationId, operationId), inArray(operationDeliveries.deliveryId, [...deliveryIds])));
+    .where(and(eq(operationDeliveries.operationId, operationId), eq(operationDeliveries.deliveryId, deliveryId)));
 }
 
 /** Ends a running operation with `status` (a finished one keeps its end). */
