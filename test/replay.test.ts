@@ -7,12 +7,13 @@ import { describe, expect, inject, it } from 'vitest';
 
 /*
  * Open workflows replay their histories on the new code after a deploy. Each history here was
- * recorded by an earlier release (the file's name says what the workflow went through); the
- * current workflow code must replay it to the end without a non-determinism error. A change to
- * the commands a workflow emits is guarded with patched(), and a history recorded before it is
- * added here. Files named `v<version>-…` are what that release had recorded when it stopped for
- * an upgrade, open workflows included: the upgrade test writes them (UPDATE_HISTORIES=1 npm run
- * test:upgrade) from the release before the working tree.
+ * recorded by an earlier version of the workflow code (the file's name says what the workflow
+ * went through), or by the current one to guard its next change; the current workflow code must
+ * replay it to the end without a non-determinism error. A change to the commands a workflow emits
+ * is guarded with patched(), and a history recorded before it is added here. Files named
+ * `v<version>-…` are what that release had recorded when it stopped for an upgrade, open
+ * workflows included: the upgrade test writes them (UPDATE_HISTORIES=1 npm run test:upgrade)
+ * from the release before the working tree.
  *
  * The files are `History` messages in protobuf's binary form (`History.encode` of what
  * `handle.fetchHistory()` answers), not the JSON of `temporal workflow show -o json`: this SDK's
@@ -21,7 +22,7 @@ import { describe, expect, inject, it } from 'vitest';
 
 const HISTORIES = fileURLToPath(new URL('./fixtures/histories', import.meta.url));
 
-describe('histories recorded by earlier releases', () => {
+describe('recorded workflow histories', () => {
   const files = readdirSync(HISTORIES).filter((file) => file.endsWith('.pb'));
 
   it('are there to replay', () => {
