@@ -43,13 +43,23 @@ export function createOperationActivities({ db, scheduler, logger }: OperationAc
     return operation && webhook && operation.status === 'running' ? { operation, webhook } : undefined;
   }
 
+  /** Signals the workflow of a queued delivery (a retry keyed by the operation's id, which a workflow takes once), then marks it retried. */
+  async function signalRetry({ operation, webhook }: { operation: OperationRow; webhook: WebhookRow }, item: { deliveryId: string; event: string }) {
+    await scheduler.retry(
+      { deliveryId: item.deliveryId, webhookId: webhook.id, projectId: webhook.projectId, event: item.event, url: webhook.url },
+      operation.id,
+    );
+    await markOperationItemRetried(db, operation.id, item.deliveryId);
+  }
+
   /**
    * Handles up to `limit` of the operation's deliveries, back to back (no waiting: the workflow
    * paces the steps): signals again those queued by an earlier attempt that stopped before their
    * signal, queues and signals each matched one still in one of its statuses, skips the others.
    * Stops between two deliveries when the operation is cancelled.
    */
-  async function handleItems({ operation, webhook }: { operation: OperationRow; webhook: WebhookRow }, limit: number) {
+  async function handleItems(running: { operation: OperationRow; webhook: WebhookRow }, limit: number) {
+    const { operation, webhook } = running;
     const items = await pendingOperationItems(db, operation.id, limit);
     let retried = 0;
     let skipped = 0;
@@ -59,11 +69,7 @@ export function createOperationActivities({ db, scheduler, logger }: OperationAc
         skipped += 1;
         continue;
       }
-      await scheduler.retry(
-        { deliveryId: item.deliveryId, webhookId: webhook.id, projectId: webhook.projectId, event: item.event, url: webhook.url },
-        operation.id,
-      );
-      await markOperationItemRetried(db, operation.id, item.deliveryId);
+      await signalRetry(running, item);
       retried += 1;
       heartbeat();
     }
@@ -113,13 +119,7 @@ export function createOperationActivities({ db, scheduler, logger }: OperationAc
       const running = await runningOperation(operationId);
       if (running) {
         for (let queued = await pendingOperationItems(db, operationId, 100, ['queued']); queued.length > 0; queued = await pendingOperationItems(db, operationId, 100, ['queued'])) {
-          for (const item of queued) {
-            await scheduler.retry(
-              { deliveryId: item.deliveryId, webhookId: running.webhook.id, projectId: running.webhook.projectId, event: item.event, url: running.webhook.url },
-              operationId,
-            );
-            await markOperationItemRetried(db, operationId, item.deliveryId);
-          }
+          for (const item of queued) await signalRetry(running, item);
           heartbeat();
         }
       }

@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { databaseKind, holdTableLock } from '../support/database.ts';
 import { startHarness, type Harness } from '../support/harness.ts';
 import { startHttpsReceiver, type HttpsReceiver } from '../support/https-receiver.ts';
+import { StatementCounter } from '../support/statement-counter.ts';
 import { waitFor } from '../support/wait.ts';
 import { createWebhookFor, publishFor, waitForDelivery } from '../delivery/support.ts';
 
@@ -89,23 +90,6 @@ const BUDGETS: Record<'delivered at once' | 'failed once, then delivered' | 'dea
     searchAttributeUpserts: 1,
   },
 };
-
-/** Statements seen on the wire, and how many of them opened a transaction. */
-class StatementCounter {
-  statements = 0;
-  transactions = 0;
-  readonly record = (text: string) => {
-    const keyword = /^\s*(\w+)/.exec(text)?.[1]?.toLowerCase();
-    if (keyword === 'begin') this.transactions += 1;
-    else if (keyword !== 'commit' && keyword !== 'rollback') this.statements += 1;
-  };
-  take(): { statements: number; transactions: number } {
-    const taken = { statements: this.statements, transactions: this.transactions };
-    this.statements = 0;
-    this.transactions = 0;
-    return taken;
-  }
-}
 
 /** Temporal's side of one delivery, read from its workflow's history. */
 function historyCost(events: temporal.api.history.v1.IHistoryEvent[]) {

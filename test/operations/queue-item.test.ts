@@ -8,9 +8,10 @@ import { eq, inArray } from 'drizzle-orm';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { openDatabase, pingDatabase, type DatabaseHandle } from '../../src/db/client.ts';
 import { createRetryOperation, queueOperationItem, selectOperationPage } from '../../src/db/queries/operations.ts';
-import { deliveries, operationDeliveries, type OperationRow } from '../../src/db/schema.ts';
+import { deliveries, operationDeliveries } from '../../src/db/schema.ts';
 import { generateEncryptionKey, SecretBox } from '../../src/secrets/crypto.ts';
 import { openSharedTestDatabase, type SharedTestDatabase } from '../support/database.ts';
+import { statementKeyword } from '../support/statement-counter.ts';
 import { storedProject, webhookWithDeliveries } from '../support/stored-deliveries.ts';
 
 let database: SharedTestDatabase;
@@ -34,14 +35,14 @@ it('queues a delivery still dead-lettered and skips one that moved on, each in o
   await db.update(deliveries).set({ status: 'dead_letter' }).where(inArray(deliveries.id, ids));
   const operation = await createRetryOperation(db, { projectId: project.projectId, webhookId, statuses: ['dead_letter'], until: new Date(Date.now() + 60_000) }, 10);
   if (!('id' in operation)) throw new Error(`no operation: ${JSON.stringify(operation)}`);
-  expect(await selectOperationPage(db, operation as OperationRow, 10)).toBe(2);
+  expect(await selectOperationPage(db, operation, 10)).toBe(2);
   await db.update(deliveries).set({ status: 'delivered' }).where(eq(deliveries.id, movedOn));
 
   await pingDatabase(counted.db); // the connection's own opening is not the statement counted
   seen.length = 0;
   expect(await queueOperationItem(counted.db, operation.id, stillDead, ['dead_letter'])).toBe(true);
   expect(await queueOperationItem(counted.db, operation.id, movedOn, ['dead_letter'])).toBe(false);
-  const keywords = seen.map((text) => /^\s*(\w+)/.exec(text)?.[1]?.toLowerCase());
+  const keywords = seen.map(statementKeyword);
   expect(keywords).toEqual(['with', 'with']);
 
   const statuses = await db.select({ id: deliveries.id, status: deliveries.status }).from(deliveries).where(inArray(deliveries.id, ids));
