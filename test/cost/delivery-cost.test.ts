@@ -60,15 +60,16 @@ const BUDGETS: Record<'delivered at once' | 'failed once, then delivered' | 'dea
     billedActions: 3,
     searchAttributeUpserts: 1,
   },
-  // Five attempts, then the dead letter recorded by a local activity (one transaction: the
-  // status and the endpoint-health check), what the delivery still held for a next attempt
-  // given back (one statement: a place in line kept would stand at the head of its webhook's
-  // line until the retry), the status upsert and the 7-day wait's timer.
+  // Five attempts, then the dead letter recorded by a local activity (one statement: the status
+  // with the attempts left open closed, a transaction of two before 2026-11-28; then the
+  // endpoint-health check), what the delivery still held for a next attempt given back (one
+  // statement: a place in line kept would stand at the head of its webhook's line until the
+  // retry), the status upsert and the 7-day wait's timer.
   'dead-lettered': {
     acceptStatements: 5,
     acceptTransactions: 0,
-    sendStatements: 24,
-    sendTransactions: 1,
+    sendStatements: 23,
+    sendTransactions: 0,
     historyEvents: 13,
     workflowTasks: 2,
     billedActions: 8,

@@ -76,23 +76,22 @@ export type RetryableState = Pick<DeliveryRow, 'status' | 'nextRetryAt'>;
  * Moves a `failed` or `dead_letter` delivery back to `pending` for a manual retry.
  * Returns what it replaced, or undefined when the delivery was in no retryable status.
  */
-export async function queueManualRetry(
-  db: Database,
-  deliveryId: string,
-): Promise<RetryableState | undefined> {
-  return db.transaction(async (tx) => {
-    const [current] = await tx
-      .select({ status: deliveries.status, nextRetryAt: deliveries.nextRetryAt })
-      .from(deliveries)
-      .where(and(eq(deliveries.id, deliveryId), inArray(deliveries.status, RETRYABLE_DELIVERY_STATUSES)))
-      .for('update');
-    if (!current) return undefined;
-    await tx
-      .update(deliveries)
-      .set({ status: 'pending', nextRetryAt: null, updatedAt: new Date() })
-      .where(eq(deliveries.id, deliveryId));
-    return current;
-  });
+export async function queueManualRetry(db: Database, deliveryId: string): Promise<RetryableState | undefined> {
+  // One statement, not a transaction of a locking read and an update: the subquery locks the row
+  // and keeps what it held before.
+  const previous = db
+    .select({ id: deliveries.id, status: deliveries.status, nextRetryAt: deliveries.nextRetryAt })
+    .from(deliveries)
+    .where(and(eq(deliveries.id, deliveryId), inArray(deliveries.status, RETRYABLE_DELIVERY_STATUSES)))
+    .for('update')
+    .as('previous');
+  const [replaced] = await db
+    .update(deliveries)
+    .set({ status: 'pending', nextRetryAt: null, updatedAt: new Date() })
+    .from(previous)
+    .where(eq(deliveries.id, previous.id))
+    .returning({ status: previous.status, nextRetryAt: previous.nextRetryAt });
+  return replaced;
 }
 
 /** Puts back what {@link queueManualRetry} replaced, if the delivery is still `pending`. */
@@ -396,17 +395,16 @@ const finishFailedStatement = preparedPerDatabase((db) => finishAttemptStatement
  * left open by such an attempt are closed as timed out.
  */
 export async function markDeadLetter(db: Database, deliveryId: string, reason?: string): Promise<void> {
-  const now = new Date();
-  await db.transaction(async (tx) => {
-    await closeAbandonedAttempts(tx, deliveryId);
-    await tx
-      .update(deliveries)
-      .set({
-        status: 'dead_letter',
-        nextRetryAt: null,
-        updatedAt: now,
-        ...(reason ? { lastError: reason } : {}),
-      })
-      .where(and(eq(deliveries.id, deliveryId), ne(deliveries.status, 'delivered')));
-  });
+  // One statement, not a transaction of two: both updates commit together, in one round trip.
+  const closed = db.$with('closed').as(closeAbandonedAttempts(db, deliveryId));
+  await db
+    .with(closed)
+    .update(deliveries)
+    .set({
+      status: 'dead_letter',
+      nextRetryAt: null,
+      updatedAt: new Date(),
+      ...(reason ? { lastError: reason } : {}),
+    })
+    .where(and(eq(deliveries.id, deliveryId), ne(deliveries.status, 'delivered')));
 }
