@@ -113,7 +113,7 @@ const environmentVariables = z.object({
   TEMPORAL_API_KEY: optionalString,
   TEMPORAL_NAMESPACE: z.string().min(1).default('default'),
   TEMPORAL_TASK_QUEUE: z.string().min(1).default('webhook-deliveries'),
-  WORKER_MAX_CACHED_WORKFLOWS: z.coerce.number().int().min(0).max(100_000).default(250),
+  WORKER_MAX_CACHED_WORKFLOWS: z.coerce.number().int().min(0).max(100_000).default(1000),
   TEMPORAL_PORT: port.default(7233),
   TEMPORAL_UI_PORT: port.default(8233),
   CLUSTER_POSTGRES_PORT: port.default(5434),
