@@ -52,7 +52,7 @@ function docRowsOf(family: string): string[] {
   return metricsDoc.split('\n').filter((line) => line.startsWith('|') && line.includes(`\`${family}\``));
 }
 
-describe('/metrics of the API and the worker processes, after a delivery', () => {
+describe('/metrics of the API and the worker processes, after an event delivered to three webhooks', () => {
   it('serve every metric that the dashboard and the alert rules query', () => {
     const served = new Set([...exportedNames(scraped.api), ...exportedNames(scraped.worker)]);
     const queries = allQueries();

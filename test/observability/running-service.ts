@@ -10,6 +10,9 @@ import { freePort } from '../support/ports.ts';
 
 const V2 = '/api-gateway/v2';
 const DELIVERED_TIMEOUT_MS = 60_000;
+/** Webhooks the delivery's event goes to: one more than the worker caches (WORKER_MAX_CACHED_WORKFLOWS, set to the SDK's least). */
+const WEBHOOKS = 3;
+const CACHED_WORKFLOWS = WEBHOOKS - 1;
 const REPAIR_RUN_TIMEOUT_MS = 30_000;
 
 /** What each role of the service served on `/metrics` once a delivery had been made. */
@@ -49,10 +52,12 @@ async function waitUntil<T>(what: string, probe: () => Promise<T | undefined>, o
 
 /**
  * Starts `src/main.ts api` and `src/main.ts worker` as their own processes (the suite's Temporal
- * server, a shared test database, an HTTPS receiver with a self-signed certificate), then makes
- * one delivery whose first attempt gets a 500 and whose retry a 200, so that counters, histograms
- * and the SDK's task metrics have all been recorded; then waits for a run of the repair check,
- * whose local activities record the SDK's local-activity metrics.
+ * server, a shared test database, an HTTPS receiver with a self-signed certificate), then publishes
+ * an event to three webhooks, whose first attempt gets a 500 and every other a 200, so that
+ * counters, histograms and the SDK's task metrics have all been recorded; the worker caches two
+ * workflows, so one of the three is evicted from its cache (the SDK serves its eviction counter
+ * only once it has counted one). Then waits for a run of the repair check, whose local activities
+ * record the SDK's local-activity metrics.
  */
 export async function startServiceWithDelivery(): Promise<RunningService> {
   const receiver: HttpsReceiver = await startHttpsReceiver();
@@ -77,7 +82,7 @@ export async function startServiceWithDelivery(): Promise<RunningService> {
     };
     const api = startService({ ...env, PORT: String(ports.api), METRICS_PORT: String(ports.apiMetrics) }, ['api']);
     const worker = startService(
-      { ...env, METRICS_PORT: String(ports.workerMetrics), TEMPORAL_SDK_METRICS_PORT: String(ports.sdkMetrics) },
+      { ...env, METRICS_PORT: String(ports.workerMetrics), TEMPORAL_SDK_METRICS_PORT: String(ports.sdkMetrics), WORKER_MAX_CACHED_WORKFLOWS: String(CACHED_WORKFLOWS) },
       ['worker'],
     );
     const apiUrl = `http://127.0.0.1:${ports.api}`;
@@ -101,16 +106,27 @@ export async function startServiceWithDelivery(): Promise<RunningService> {
       });
       return { status: response.status, body: (await response.json()) as { data: Record<string, any> } };
     };
-    const created = await call('POST', `${V2}/webhooks`, token, { api_key_id: key.id, url: receiver.url, events: ['docauth.completed'] });
-    if (created.status !== 201) throw new Error(`creating the webhook answered ${created.status}: ${JSON.stringify(created.body)}`);
-    const webhookId = created.body.data.id as string;
+    const webhookIds: string[] = [];
+    for (let index = 0; index < WEBHOOKS; index++) {
+      const created = await call('POST', `${V2}/webhooks`, token, { api_key_id: key.id, url: receiver.url, events: ['docauth.completed'] });
+      if (created.status !== 201) throw new Error(`creating a webhook answered ${created.status}: ${JSON.stringify(created.body)}`);
+      webhookIds.push(created.body.data.id as string);
+    }
     const published = await call('POST', '/internal/v1/events', producerToken, { project_id: projectId, event: 'docauth.completed', data: docauthData() });
     if (published.status !== 202) throw new Error(`publishing answered ${published.status}: ${JSON.stringify(published.body)}`);
-    const deliveryId = (published.body.data.delivery_ids as string[])[0]!;
-    await waitUntil('the delivery is delivered', async () => {
-      const response = await fetch(`${apiUrl}${V2}/webhooks/${webhookId}/deliveries/${deliveryId}`, { headers: { Authorization: `Bearer ${token}` } });
-      const delivery = ((await response.json()) as { data?: { status?: string } }).data;
-      return delivery?.status === 'delivered' ? delivery : undefined;
+    const deliveries = (published.body.data.delivery_ids as string[]).length;
+    if (deliveries !== WEBHOOKS) throw new Error(`publishing made ${deliveries} deliveries, not ${WEBHOOKS}`);
+    await waitUntil('the deliveries are delivered', async () => {
+      for (const webhookId of webhookIds) {
+        const response = await fetch(`${apiUrl}${V2}/webhooks/${webhookId}/deliveries`, { headers: { Authorization: `Bearer ${token}` } });
+        const listed = ((await response.json()) as { data?: { status?: string }[] }).data ?? [];
+        if (listed.length !== 1 || listed[0]!.status !== 'delivered') return undefined;
+      }
+      return true;
+    }, worker, DELIVERED_TIMEOUT_MS);
+    await waitUntil('the worker has evicted a workflow from its full cache', async () => {
+      const text = await fetchText(workerMetricsUrl);
+      return /^temporal_sticky_cache_total_forced_eviction_total\{/m.test(text) ? text : undefined;
     }, worker, DELIVERED_TIMEOUT_MS);
     await waitUntil('the repair check has run its local activities', async () => {
       const text = await fetchText(workerMetricsUrl);
