@@ -10,12 +10,12 @@ import { freePort } from '../support/ports.ts';
 
 const V2 = '/api-gateway/v2';
 const DELIVERED_TIMEOUT_MS = 60_000;
-/** Webhooks the delivery's event goes to: one more than the worker caches (WORKER_MAX_CACHED_WORKFLOWS, set to the SDK's least). */
+/** Webhooks the event goes to: one more than the worker caches (WORKER_MAX_CACHED_WORKFLOWS, at the least the SDK allows). */
 const WEBHOOKS = 3;
 const CACHED_WORKFLOWS = WEBHOOKS - 1;
 const REPAIR_RUN_TIMEOUT_MS = 30_000;
 
-/** What each role of the service served on `/metrics` once a delivery had been made. */
+/** What each role of the service served on `/metrics` once an event had been delivered. */
 export interface ScrapedRoles {
   api: string;
   worker: string;
