@@ -13,6 +13,11 @@ import { docauthData, startHarness, type Harness } from './support/harness.ts';
 const run = promisify(execFile);
 const projectRoot = path.resolve(import.meta.dirname, '..');
 const CLI = ['--import', 'tsx', 'src/cli/index.ts'];
+/**
+ * Each command is a new Node process that loads the CLI through tsx: a few seconds each on a busy
+ * 2-core machine, so a test that runs 17 of them in a row outlasts the suite's minute.
+ */
+const COMMANDS_TIMEOUT_MS = 180_000;
 
 let h: Harness;
 let server: ServerType;
@@ -52,7 +57,7 @@ afterAll(async () => {
   rmSync(certDir, { recursive: true, force: true });
 });
 
-describe('webhooks and deliveries commands', () => {
+describe('webhooks and deliveries commands', { timeout: COMMANDS_TIMEOUT_MS }, () => {
   it('create, list, get, update, rotate-secret and delete a webhook, with --json output', async () => {
     const created = await cli(['webhooks', 'create', '--url', 'https://example.com/in', '--header', 'X-Tag=blue', '--rate-limit', '2.5', '--json']);
     expect(created.code).toBe(0);
