@@ -14,8 +14,8 @@ const run = promisify(execFile);
 const projectRoot = path.resolve(import.meta.dirname, '..');
 const CLI = ['--import', 'tsx', 'src/cli/index.ts'];
 /**
- * Each command is a new Node process that loads the CLI through tsx: a few seconds each on a busy
- * 2-core machine, so a test that runs 17 of them in a row outlasts the suite's minute.
+ * Each command is a new Node process that loads the CLI through tsx: about a second here, several
+ * on a busy 2-core machine, so a test that runs 17 of them in a row can outlast the suite's minute.
  */
 const COMMANDS_TIMEOUT_MS = 180_000;
 
@@ -209,7 +209,8 @@ describe('conventions', () => {
       const top = await inProcess([flag]);
       expect(top).toMatchObject({ code: 0, stderr: '' });
       for (const name of Object.keys(commands)) expect(top.stdout).toContain(`  ${name} `);
-      for (const [name, command] of Object.entries(commands)) {
+      for (const [name, load] of Object.entries(commands)) {
+        const command = await load();
         for (const argv of [[name, flag], ...command.actions.map((action) => [name, action, flag])]) {
           expect(await inProcess(argv), argv.join(' ')).toEqual({ code: 0, stdout: command.usage, stderr: '' });
         }
@@ -218,11 +219,19 @@ describe('conventions', () => {
   });
 
   it('exits 2 with the usage on stderr for a missing or unknown subcommand, even without a token', async () => {
-    for (const [name, command] of Object.entries(commands).filter(([, command]) => command.actions.length > 0)) {
+    for (const [name, load] of Object.entries(commands)) {
+      const command = await load();
+      if (command.actions.length === 0) continue;
       expect(await inProcess([name]), name).toEqual({ code: 2, stdout: '', stderr: command.usage });
       const unknown = await inProcess([name, 'frobnicate']);
       expect(unknown.code).toBe(2);
       expect(unknown.stderr).toBe(`error: unknown ${name} command "frobnicate"\n${command.usage}`);
+    }
+  });
+
+  it('exits 2 for a name every object inherits (constructor, toString, __proto__): it is no command', async () => {
+    for (const name of ['constructor', 'toString', '__proto__']) {
+      expect(await inProcess([name]), name).toEqual({ code: 2, stdout: '', stderr: `error: unknown command "${name}"; run with --help for the list` });
     }
   });
 
@@ -232,6 +241,6 @@ describe('conventions', () => {
     const { stdout } = await run(bin, ['--version'], { env: env({ WEBHOOKS_API_TOKEN: '' }) });
     expect(stdout).toBe(`${manifest.version}\n`);
     const usage = await run(bin, ['webhooks'], { env: env({ WEBHOOKS_API_TOKEN: '' }) }).catch((error: { code: number; stderr: string }) => error);
-    expect(usage).toMatchObject({ code: 2, stderr: `${commands.webhooks!.usage}\n` });
+    expect(usage).toMatchObject({ code: 2, stderr: `${(await commands.webhooks!()).usage}\n` });
   });
 });

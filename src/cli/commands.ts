@@ -1,13 +1,5 @@
 import { readFileSync } from 'node:fs';
 import { ConfigError, loadConfig } from '../config.ts';
-import { eventsCommand } from './events.ts';
-import { keysCommand } from './keys.ts';
-import { limitsCommand } from './limits.ts';
-import { listenCommand } from './listen.ts';
-import { portalCommand } from './portal.ts';
-import { deliveriesCommand, operationsCommand, webhooksCommand } from './resources.ts';
-import { retentionCommand } from './retention.ts';
-import { secretsCommand } from './secrets.ts';
 import { CliError, UsageError, type Command } from './output.ts';
 
 const USAGE = `webhooks CLI — usage: npm run cli -- <command> [options]
@@ -35,18 +27,21 @@ every command takes --json for one JSON value on stdout, and --help (-h) for its
 exit codes: 0 done, 1 the command failed (error: … on stderr), 2 the command line is wrong.
 --version prints the version.`;
 
-/** Every command of the CLI, by name. */
-export const commands: Record<string, Command> = {
-  keys: keysCommand,
-  events: eventsCommand,
-  webhooks: webhooksCommand,
-  deliveries: deliveriesCommand,
-  operations: operationsCommand,
-  listen: listenCommand,
-  portal: portalCommand,
-  secrets: secretsCommand,
-  retention: retentionCommand,
-  limits: limitsCommand,
+/**
+ * Every command of the CLI, by name, each loaded only when it runs: the database drivers and the
+ * Temporal client take about 2 s to load, and the commands over HTTP need neither.
+ */
+export const commands: Record<string, () => Promise<Command>> = {
+  keys: async () => (await import('./keys.ts')).keysCommand,
+  events: async () => (await import('./events.ts')).eventsCommand,
+  webhooks: async () => (await import('./resources.ts')).webhooksCommand,
+  deliveries: async () => (await import('./resources.ts')).deliveriesCommand,
+  operations: async () => (await import('./resources.ts')).operationsCommand,
+  listen: async () => (await import('./listen.ts')).listenCommand,
+  portal: async () => (await import('./portal.ts')).portalCommand,
+  secrets: async () => (await import('./secrets.ts')).secretsCommand,
+  retention: async () => (await import('./retention.ts')).retentionCommand,
+  limits: async () => (await import('./limits.ts')).limitsCommand,
 };
 
 /** The package's version, from package.json. */
@@ -71,8 +66,9 @@ async function dispatch(argv: string[]): Promise<void> {
     console.log(version());
     return;
   }
-  const command = commands[name];
-  if (!command) throw new UsageError(`unknown command "${name}"; run with --help for the list`);
+  const load = Object.hasOwn(commands, name) ? commands[name] : undefined;
+  if (!load) throw new UsageError(`unknown command "${name}"; run with --help for the list`);
+  const command = await load();
   if (asksForHelp(args)) {
     console.log(command.usage);
     return;
