@@ -2,7 +2,7 @@
 // that knows how a project tool is built and cached (the Temporal binaries, helm, promtool, the
 // OpenTelemetry Collector builder).
 import { execFileSync, spawnSync } from 'node:child_process';
-import { accessSync, constants, mkdirSync, renameSync, rmSync, statSync } from 'node:fs';
+import { accessSync, constants, mkdirSync, mkdtempSync, renameSync, rmSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -64,14 +64,14 @@ export function isCurrent(go, spec) {
 /**
  * `go install` of a module's binaries into a scratch GOBIN, then each renamed into .tools/bin.
  * @param {string} go
- * @param {string} key a name for the scratch directory
+ * @param {string} key the start of the scratch directory's name
  * @param {GoModuleSpec} spec
  * @param {Record<string, string>} [env] extra environment for the build (CGO_ENABLED, GOFLAGS…)
  */
 export function goInstall(go, key, spec, env = {}) {
-  const scratch = path.join(projectRoot, '.tools', 'build', key);
-  rmSync(scratch, { recursive: true, force: true });
-  mkdirSync(scratch, { recursive: true });
+  // A folder of this build's own: two builds from one module (promtool, prometheus) may run at once.
+  mkdirSync(path.join(projectRoot, '.tools', 'build'), { recursive: true });
+  const scratch = mkdtempSync(path.join(projectRoot, '.tools', 'build', `${key}-`));
   mkdirSync(BIN_DIR, { recursive: true });
   const packages = Object.values(spec.binaries).map((pkg) => `${pkg}@${spec.version}`);
   const flags = [...(spec.tags?.length ? [`-tags=${spec.tags.join(',')}`] : []), ...(spec.ldflags ? [`-ldflags=${spec.ldflags}`] : [])];
@@ -81,17 +81,20 @@ export function goInstall(go, key, spec, env = {}) {
     const result = spawnSync(go, args, { cwd: scratch, env: { ...process.env, GOBIN: scratch, GOFLAGS: '-mod=mod', ...env }, stdio: ['ignore', 'inherit', 'inherit'] });
     if (result.status !== 0) throw new Error(`go ${args.join(' ')} failed (exit ${result.status ?? result.signal})`);
   };
-  if (spec.inScratchModule) {
-    run(['mod', 'init', 'scratch']);
-    run(['get', ...packages]);
-    for (const pkg of Object.values(spec.binaries)) run(['build', ...flags, '-o', path.join(scratch, path.basename(pkg)), pkg]);
-  } else {
-    run(['install', ...flags, ...packages]);
+  try {
+    if (spec.inScratchModule) {
+      run(['mod', 'init', 'scratch']);
+      run(['get', ...packages]);
+      for (const pkg of Object.values(spec.binaries)) run(['build', ...flags, '-o', path.join(scratch, path.basename(pkg)), pkg]);
+    } else {
+      run(['install', ...flags, ...packages]);
+    }
+    for (const [name, pkg] of Object.entries(spec.binaries)) {
+      renameSync(path.join(scratch, path.basename(pkg)), path.join(BIN_DIR, name));
+    }
+  } finally {
+    rmSync(scratch, { recursive: true, force: true });
   }
-  for (const [name, pkg] of Object.entries(spec.binaries)) {
-    renameSync(path.join(scratch, path.basename(pkg)), path.join(BIN_DIR, name));
-  }
-  rmSync(scratch, { recursive: true, force: true });
 }
 
 /** The error for a machine without Go that needs to build the given modules once. */

@@ -51,6 +51,14 @@ export function missingCommands(): string[] {
   return Object.entries(needed).flatMap(([command, how]) => (onPath(command) ? [] : [`${command}: ${how}`]));
 }
 
+/** Builds the Compose plugin with Go in a process of its own (minutes on a new machine, see `commands.ts`); answers its path. */
+export async function buildComposePlugin(): Promise<string> {
+  return (await runProgram(import.meta.filename, [])).trim().split('\n').at(-1)!;
+}
+
+/** The environment in which podman runs on this machine. */
+export const podmanEnv = (): NodeJS.ProcessEnv => ({ ...process.env, CONTAINERS_CONF });
+
 /**
  * Starts podman's API service and the health checks' runner. podman schedules health checks with
  * systemd timers; where systemd does not run (these machines), nothing runs them and a container
@@ -62,13 +70,11 @@ export async function startContainerEngine(): Promise<ContainerEngine> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'compose-engine-'));
   const dockerConfig = path.join(dir, 'docker-config');
   mkdirSync(path.join(dockerConfig, 'cli-plugins'), { recursive: true });
-  // Built with Go in a process of its own: minutes on a new machine (see `commands.ts`).
-  const composePlugin = (await runProgram(import.meta.filename, [])).trim().split('\n').at(-1)!;
+  const composePlugin = await buildComposePlugin();
   symlinkSync(composePlugin, path.join(dockerConfig, 'cli-plugins', 'docker-compose'));
   const socket = path.join(dir, 'podman.sock');
   const env: NodeJS.ProcessEnv = {
-    ...process.env,
-    CONTAINERS_CONF,
+    ...podmanEnv(),
     DOCKER_HOST: `unix://${socket}`,
     DOCKER_CONFIG: dockerConfig,
     // The classic builder through the engine's API: podman has no BuildKit.

@@ -196,9 +196,15 @@ function recipeByImage(services: Record<string, string>, image: string): Recipe 
   return owner ? SERVICE_RECIPES[owner] : undefined;
 }
 
-/** {@link ensureLocalImages} in a process of its own: minutes on a new machine (see `commands.ts`). */
-export async function makeLocalImages(env: NodeJS.ProcessEnv, skip: string[]): Promise<void> {
-  await runProgram(import.meta.filename, skip, env);
+/** The compose services whose images cannot be made here: Grafana's. */
+const NOT_MADE_HERE = ['grafana'];
+
+/**
+ * {@link ensureLocalImages} of every image but {@link NOT_MADE_HERE}'s, in a process of its own:
+ * minutes on a new machine (see `commands.ts`).
+ */
+export async function makeLocalImages(env: NodeJS.ProcessEnv): Promise<void> {
+  await runProgram(import.meta.filename, NOT_MADE_HERE, env);
 }
 
 // Run as a program (by makeLocalImages): the services not to make are its arguments.
