@@ -6,12 +6,10 @@ import { createApp } from './app.ts';
 import { startHttpServer } from './http-server.ts';
 import type { Config } from './config.ts';
 import { openDatabase, type DatabaseHandle } from './db/client.ts';
-import { spawnEmbeddedPostgres } from './local/embedded-database.ts';
 import { createMetrics, serveMetrics, type Metrics } from './metrics.ts';
 import type { SecretBox } from './secrets/crypto.ts';
 import { loadSecretBox } from './secrets/installation.ts';
 import { connectServiceClient } from './temporal/clients.ts';
-import { startDevServer } from './local/dev-server.ts';
 import { activityCompletion } from './temporal/activity-completion.ts';
 import { DeliveryScheduler } from './temporal/scheduler.ts';
 import { installTemporalRuntime } from './temporal/runtime.ts';
@@ -71,6 +69,8 @@ async function openServiceDatabase({ config, role, logger, closer }: Started): P
   if (config.database.kind === 'postgres') {
     databaseUrl = config.database.url;
   } else if (role === 'all' || role === 'migrate') {
+    // The local tools load only here: a service on PostgreSQL and Temporal never loads PGlite.
+    const { spawnEmbeddedPostgres } = await import('./local/embedded-database.ts');
     const embedded = await spawnEmbeddedPostgres(config.database.dataDir, config.database.port);
     closer.add('embedded database', () => embedded.stop());
     databaseUrl = embedded.url;
@@ -91,6 +91,7 @@ async function openServiceDatabase({ config, role, logger, closer }: Started): P
 async function reachTemporal({ config, role, logger, closer }: Started): Promise<{ address: string; uiUrl?: string }> {
   if (config.temporal.address) return { address: config.temporal.address };
   if (role !== 'all') return { address: `127.0.0.1:${config.temporal.port}` };
+  const { startDevServer } = await import('./local/dev-server.ts');
   const devServer = await startDevServer({
     cliPath: config.temporal.cliPath,
     stateDir: path.join(config.dataDir, 'temporal'),

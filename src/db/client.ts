@@ -1,7 +1,4 @@
-import { PGlite } from '@electric-sql/pglite';
-import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
 import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js';
-import { migrate as migratePglite } from 'drizzle-orm/pglite/migrator';
 import { migrate as migratePostgres } from 'drizzle-orm/postgres-js/migrator';
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
 import { sql, type SQL } from 'drizzle-orm';
@@ -83,6 +80,12 @@ export async function openDatabase(target: DatabaseTarget, options: OpenOptions 
       close: () => client.end({ timeout: 5 }),
     };
   }
+  // Loaded only for a PGlite target: a service on PostgreSQL never loads PGlite.
+  const [{ PGlite }, { drizzle: drizzlePglite }, { migrate: migratePglite }] = await Promise.all([
+    import('@electric-sql/pglite'),
+    import('drizzle-orm/pglite'),
+    import('drizzle-orm/pglite/migrator'),
+  ]);
   const client = await PGlite.create(target.dataDir);
   const db = drizzlePglite(client, { schema, ...(logger && { logger }) });
   return {
