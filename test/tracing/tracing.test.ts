@@ -6,6 +6,7 @@
  * and once with tracing off.
  */
 import { Client, Connection } from '@temporalio/client';
+import { IllegalStateError } from '@temporalio/common';
 import { bundleWorkflowCode, DefaultLogger, Runtime, Worker } from '@temporalio/worker';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -44,8 +45,13 @@ let workDir: string;
 const encryptionKey = generateEncryptionKey();
 
 beforeAll(async () => {
-  // The replays' worker logs its states at INFO.
-  Runtime.install({ logger: new DefaultLogger('WARN') });
+  // The replays' worker logs its states at INFO. The suite's files share their worker process
+  // (isolate: false), so another file's worker may have made the runtime already: then it keeps its logger.
+  try {
+    Runtime.install({ logger: new DefaultLogger('WARN') });
+  } catch (error) {
+    if (!(error instanceof IllegalStateError)) throw error;
+  }
   workDir = mkdtempSync(path.join(os.tmpdir(), 'tracing-test-'));
   // The bundle with the tracing interceptors, beside a plain one the services with tracing on never read.
   const { code } = await bundleWorkflowCode({ ...workflowBundleOptions(true), logger: new DefaultLogger('WARN') });
