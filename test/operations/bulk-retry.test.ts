@@ -66,13 +66,24 @@ async function seededDeliveries(webhookIds: string[]): Promise<string[]> {
   return (await h.db.select({ id: deliveries.id }).from(deliveries).where(inArray(deliveries.webhookId, webhookIds))).map((row) => row.id);
 }
 
+/**
+ * How long `count` deliveries may take to dead-letter. Once five attempts in a row have failed,
+ * the open circuit breaker lets one attempt at a time reach the endpoint, so the rounds of a
+ * dozen deliveries run mostly one after another: about 16 s on a quiet machine, and over 60 s
+ * on a loaded one (seen in CI, beside the other suite file and the image builds).
+ */
+const DEAD_LETTERING_MS = 180_000;
+/** A test that dead-letters its deliveries first, then retries them. */
+const TEST_MS = DEAD_LETTERING_MS + 120_000;
+
 /** A new webhook with `count` deliveries dead-lettered (its endpoint answers 503 meanwhile). */
 async function deadLettered(count: number) {
   receiver.behave(() => ({ status: 503 }));
   const { key, webhookId } = await createWebhookFor(h, receiver.url);
   const ids: string[] = [];
   for (let i = 0; i < count; i += 1) ids.push(...(await publishFor(h, key.projectId)).delivery_ids);
-  for (const id of ids) await waitForDelivery(h, key.token, webhookId, id, (d) => d.status === 'dead_letter', 60_000);
+  const deadline = Date.now() + DEAD_LETTERING_MS;
+  for (const id of ids) await waitForDelivery(h, key.token, webhookId, id, (d) => d.status === 'dead_letter', Math.max(1, deadline - Date.now()));
   return { key, webhookId, ids };
 }
 
@@ -100,7 +111,7 @@ describe('POST /webhooks/{id}/deliveries/retry', () => {
     expect(answeredOk.map((request) => request.id).sort()).toEqual([...ids].sort());
     const byOperation = answeredOk.filter((request) => request.id !== ids[8]).map((request) => request.at);
     expect(spanMs(byOperation)).toBeGreaterThan(minimumSpanMs(byOperation.length));
-  }, 120_000);
+  }, TEST_MS);
 
   it('stops after the delivery in hand when cancelled, and records itself cancelled with the count it reached', async () => {
     const { key, webhookId, ids } = await deadLettered(12);
@@ -121,7 +132,7 @@ describe('POST /webhooks/{id}/deliveries/retry', () => {
     expect(after.body.data.retried).toBe(done.retried);
     const again = await h.request('DELETE', `${BASE}/webhooks/${webhookId}/operations/${operationId}`, { token: key.token });
     expect(again.body.message).toBe(`Operation ${operationId} is already cancelled`);
-  }, 120_000);
+  }, TEST_MS);
 
   it('continues as new across pages and finishes the same operation', async () => {
     const { key, webhookId, ids } = await deadLettered(6);
@@ -148,7 +159,7 @@ describe('POST /webhooks/{id}/deliveries/retry', () => {
     expect(await runStatuses()).toEqual(finalRuns);
     expect(await findOperation(h.db, webhook!.id, operation.id)).toMatchObject({ status: 'completed', matched: 6, retried: 6, skipped: 0 });
     for (const id of ids) await waitForDelivery(h, key.token, webhookId, id, (d) => d.status === 'delivered');
-  }, 120_000);
+  }, TEST_MS);
 
   it("refuses a second running operation on a webhook, naming the running one, and more than the project's limit of running operations", async () => {
     receiver.behave(() => ({ status: 200 }));
