@@ -282,7 +282,7 @@ export const sendPlaces = pgTable(
     /**
      * The place is free once this time has passed: `-infinity` when free, the end of the hold
      * while held (a hold past it belongs to an attempt whose worker died, and whose request cannot
-     * still be running). One range of an index finds a scope's free places.
+     * still be running). One range of an index finds a scope's free places, lowest slot first.
      */
     expiresAt: timestamp('expires_at', { withTimezone: true, mode: 'string' }).notNull().default(sql`'-infinity'`),
     /** Reserved under a rate limit: the send may start at this time, not before. */
@@ -295,7 +295,7 @@ export const sendPlaces = pgTable(
   },
   (table) => [
     primaryKey({ columns: [table.scope, table.slot] }),
-    index('send_places_free_idx').on(table.scope, table.expiresAt),
+    index('send_places_free_idx').on(table.scope, table.expiresAt, table.slot),
     index('send_places_delivery_idx').on(table.deliveryId).where(sql`${table.deliveryId} is not null`),
   ],
 );

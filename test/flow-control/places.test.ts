@@ -345,6 +345,18 @@ describe('lines nobody will wake', () => {
     expect(await acquire(second.ids[0]!)).toMatchObject({ decision: 'wait_turn', blocked: 'project' });
     expect(await forgotten()).not.toContain(second.ids[0]);
   });
+
+  it('a lowered limit holds whatever the order of the places on disk: a send takes the lowest free place', async () => {
+    const project = await newProject();
+    const first = await webhookWithDeliveries(1, { project });
+    const second = await webhookWithDeliveries(1, { project });
+    // The project's places in reverse slot order on disk, as new rows filling space freed earlier leave them.
+    const scope = `p:${project.projectId}`;
+    await handle.db.insert(sendPlaces).values(Array.from({ length: limits.projectMaxInFlight }, (_, i) => ({ scope, slot: limits.projectMaxInFlight - i })));
+    expect(await decisionOf(acquire(first.ids[0]!))).toBe('granted');
+    await handle.db.insert(projectLimits).values({ projectId: project.projectId, maxInFlight: 1, updatedAt: new Date() });
+    expect(await acquire(second.ids[0]!)).toMatchObject({ decision: 'wait_turn', blocked: 'project' });
+  });
 });
 
 describe('the rate limit', () => {
