@@ -2,8 +2,8 @@
 -- (-infinity: made, or given back), and a send took whichever came first on disk. That is not
 -- always slot order once new rows fill space freed earlier in the table: a send could hold slot 2
 -- or higher, and when the operator then lowered the scope's limit to 1, slot 1 was free within it
--- and a second send took it, two in flight under a limit of 1. Taking the lowest keeps the held
--- places at the bottom, where a lowered limit counts them. The index of free places now ends in
+-- and a second send took it, two in flight under a limit of 1. Taking the lowest fills a scope's
+-- held places from its first slot, where a lowered limit finds them. The index of free places now ends in
 -- the slot, so the lowest is still the first entry of one index range.
 DROP INDEX "send_places_free_idx";--> statement-breakpoint
 CREATE INDEX "send_places_free_idx" ON "send_places" USING btree ("scope","expires_at","slot");--> statement-breakpoint
