@@ -78,6 +78,18 @@ const TURN_RECHECK_MS_OF_0_2_0 = 5 * 60 * 1000;
 /** The patch under which a retry that interrupts a round may continue the workflow as new. */
 const CONTINUE_AS_NEW_AFTER_INTERRUPT = 'continue-as-new-after-interrupt';
 
+/** The patch under which a long wait in a round may continue the workflow as new (0.2.0 went on to its next attempt). */
+const CONTINUE_AS_NEW_AFTER_WAIT = 'continue-as-new-after-wait';
+
+/** The patch under which a turn signal ends a wait for a rate limit early (0.2.0 slept through it). */
+const RATE_WAIT_ENDS_ON_TURN = 'rate-wait-ends-on-turn';
+
+/**
+ * The patch under which an attempt that fails after a retry signal asked to cancel it (its end
+ * raced the cancellation) starts the new round, instead of ending the round in `dead_letter` first.
+ */
+const RETRY_OVER_FAILED_ATTEMPT = 'retry-over-failed-attempt';
+
 /** How many handled retry keys a workflow remembers. */
 const RETRY_KEYS_KEPT = 20;
 
@@ -140,10 +152,11 @@ export async function deliveryWorkflow(input: DeliveryWorkflowInput): Promise<De
       attempt = result.attempt;
       if (result.wait === 'turn') await condition(() => turnGiven, result.recheckMs ?? TURN_RECHECK_MS_OF_0_2_0);
       // A new rate limit may bring a start forward: the turn signal ends the wait early.
-      else if (result.wait === 'rate') await condition(() => turnGiven, result.waitMs);
+      else if (result.wait === 'rate' && patched(RATE_WAIT_ENDS_ON_TURN)) await condition(() => turnGiven, result.waitMs);
       else await sleep(result.waitMs);
-      // A long wait at a busy endpoint grows the history one wait at a time.
-      if (workflowInfo().continueAsNewSuggested) {
+      // A long wait at a busy endpoint grows the history one wait at a time. (The patch is asked
+      // only when it applies, so a history that never grows this long carries no marker.)
+      if (workflowInfo().continueAsNewSuggested && patched(CONTINUE_AS_NEW_AFTER_WAIT)) {
         await continueAsNew<typeof deliveryWorkflow>({ deliveryId, retryKeys, resumeAttempt: attempt });
       }
     }
@@ -157,6 +170,10 @@ export async function deliveryWorkflow(input: DeliveryWorkflowInput): Promise<De
       outcome = await round.run(runRound);
     } catch (error) {
       if (isCancellation(error) && retryRequested) {
+        outcome = 'interrupted';
+      } else if (error instanceof ActivityFailure && retryRequested && patched(RETRY_OVER_FAILED_ATTEMPT)) {
+        // The attempt failed before its cancellation reached it (the server does not retry an
+        // activity asked to cancel): the round is over, and the retry asked for starts the next.
         outcome = 'interrupted';
       } else if (error instanceof ActivityFailure && !isCancellation(error)) {
         const reason = error.cause instanceof ApplicationFailure && error.cause.type ? NON_RETRYABLE_REASONS[error.cause.type] : undefined;

@@ -3,6 +3,7 @@
  * outcome: the races of a manual retry, a bulk retry and a late finish against a running attempt.
  */
 import { eq } from 'drizzle-orm';
+import { temporal } from '@temporalio/proto';
 import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
 import { finishAttempt, startAttempt, type AttemptResult } from '../../src/db/queries/deliveries.ts';
 import { recordEvent } from '../../src/db/queries/events.ts';
@@ -12,6 +13,8 @@ import { docauthData, startHarness, type Harness } from '../support/harness.ts';
 import { peakConcurrency, startHttpsReceiver, type HttpsReceiver } from '../support/https-receiver.ts';
 import { waitFor } from '../support/wait.ts';
 import { BASE, createWebhookFor, publishFor, waitForDelivery } from './support.ts';
+
+const { EventType } = temporal.api.enums.v1;
 
 let h: Harness;
 let receiver: HttpsReceiver;
@@ -108,3 +111,23 @@ it('the late end of an abandoned attempt changes nothing: a delivered delivery s
   const [afterTries] = await h.db.select().from(webhooks).where(eq(webhooks.id, webhookId));
   expect(afterTries).toMatchObject({ successCount: 1, failureCount: 0 });
 }, 30_000);
+
+it('an attempt that fails after a retry asked to cancel it starts the new round, without a dead letter first', async () => {
+  const { key, webhookId } = await createWebhookFor(h, receiver.url);
+  const [deliveryId] = (await publishFor(h, key.projectId)).delivery_ids;
+  await waitFor('the first attempt to be out', () => requestsFor(deliveryId!).length > 0, { timeoutMs: 20_000, intervalMs: 50 });
+  const handle = h.client.workflow.getHandle(deliveryId!);
+  await handle.signal(retrySignal);
+  const eventTypes = async () => (await handle.fetchHistory()).events!.map((event) => event.eventType);
+  await waitFor('the cancellation to be asked of the attempt', async () => (await eventTypes()).includes(EventType.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED), { timeoutMs: 20_000, intervalMs: 50 });
+  // The endpoint answers before the cancellation reaches the request (at the send's next heartbeat, 8 s on).
+  receiver.answerHanging(500);
+  await waitForDelivery(h, key.token, webhookId, deliveryId!, (d) => d.status === 'delivered');
+  const history = (await handle.fetchHistory()).events!;
+  // The server does not retry an activity asked to cancel: the round ended in this failure.
+  expect(history.map((event) => event.eventType)).toContain(EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED);
+  expect(history.filter((event) => event.markerRecordedEventAttributes?.markerName === 'core_local_activity')).toEqual([]);
+  const statuses = history.flatMap((event) => Object.values(event.upsertWorkflowSearchAttributesEventAttributes?.searchAttributes?.indexedFields ?? {}));
+  expect(statuses.map((payload) => Buffer.from(payload.data!).toString())).not.toContain('"dead_letter"');
+  expect(requestsFor(deliveryId!)).toHaveLength(2);
+}, 60_000);
