@@ -23,6 +23,20 @@ const TEMPORAL_RETRY_DELAYS_MS = [1_000, 2_000, 4_000, 8_000, 16_000, 32_000];
  */
 const BACKGROUND_HEARTBEAT_MS = SEND_HEARTBEAT_TIMEOUT_MS * 0.8;
 
+/** How often the send activity heartbeats while it prepares, in its slot (its first heartbeat is this long after its start). */
+export const PREPARING_HEARTBEAT_MS = 1_000;
+
+/**
+ * When a send's background heartbeats first, `sinceStartMs` after its activity started. The
+ * worker sends an activity's heartbeats at most every 80% of its timeout and drops the one it
+ * holds back when the activity hands its send off, so the server may have heard nothing since the
+ * first one: a hand-off after that heartbeats at once. One before it, the common case, heartbeats
+ * first as the activity would have, 80% of the timeout after its start.
+ */
+export function firstBackgroundHeartbeatMs(sinceStartMs: number): number {
+  return sinceStartMs < PREPARING_HEARTBEAT_MS ? BACKGROUND_HEARTBEAT_MS - sinceStartMs : 0;
+}
+
 /**
  * Tries `call` until it goes through, pausing {@link TEMPORAL_RETRY_DELAYS_MS} between tries;
  * false when it never did, or when `stopping` aborted (the worker stopped) before it did.
@@ -95,10 +109,11 @@ export function createBackgroundSends({ db, logger, flow, attemptDeps, completio
     position: PolicyPosition,
     trace: ReturnType<typeof activeTraceContext>,
     recordBy: number,
+    activityStartedAt: number,
   ): Promise<() => Promise<void>> {
     const abort = new AbortController();
     let answer: HeartbeatAnswer = 'running';
-    const heartbeats = setInterval(() => {
+    const heartbeat = () => {
       completion.heartbeat(taskToken).then(
         (heard) => {
           if (heard === 'running' || abort.signal.aborted) return;
@@ -108,7 +123,12 @@ export function createBackgroundSends({ db, logger, flow, attemptDeps, completio
         // Temporal unreachable: the send goes on; a retry elsewhere waits until this hold lapses.
         () => {},
       );
-    }, BACKGROUND_HEARTBEAT_MS);
+    };
+    let heartbeats: NodeJS.Timeout | undefined;
+    const firstHeartbeat = setTimeout(() => {
+      heartbeat();
+      heartbeats = setInterval(heartbeat, BACKGROUND_HEARTBEAT_MS);
+    }, firstBackgroundHeartbeatMs(Date.now() - activityStartedAt));
     let report: () => Promise<void>;
     let keepForMs: number | undefined;
     try {
@@ -132,6 +152,7 @@ export function createBackgroundSends({ db, logger, flow, attemptDeps, completio
       logger.error({ err: error, deliveryId: prepared.deliveryId }, 'delivery attempt could not be recorded');
       report = () => completion.fail(taskToken, error as Error);
     } finally {
+      clearTimeout(firstHeartbeat);
       clearInterval(heartbeats);
       await giveBack(prepared.deliveryId, attempt, keepForMs);
     }

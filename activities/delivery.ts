@@ -8,7 +8,7 @@ import type { ActivityCompletion } from '../src/temporal/activity-completion.ts'
 import { SpanAttributes } from '../src/tracing/attributes.ts';
 import { activeTraceContext, annotateActiveSpan } from '../src/tracing/spans.ts';
 import { prepareAttempt, type AttemptDeps } from './attempt.ts';
-import { createBackgroundSends } from './background-sends.ts';
+import { createBackgroundSends, PREPARING_HEARTBEAT_MS } from './background-sends.ts';
 
 /** Flow control of the sends (src/flow-control/). */
 export interface FlowControl {
@@ -86,12 +86,13 @@ export function createDeliveryActivities({ db, secretBox, sender, logger, metric
      * (the activity completes asynchronously), so a slow endpoint holds no worker slot.
      */
     async sendDelivery(deliveryId: string, round: RoundPosition = { attemptsBefore: 0 }): Promise<'delivered' | 'gone' | SendWait> {
+      const startedAt = Date.now();
       const context = Context.current();
       const { info } = context;
       // An outcome not recorded by then is left to the retry policy, before the server times the activity out.
-      const recordBy = Date.now() + info.startToCloseTimeoutMs - RECORD_MARGIN_MS;
+      const recordBy = startedAt + info.startToCloseTimeoutMs - RECORD_MARGIN_MS;
       // Heartbeats carry a cancellation (a manual retry) to the activity while it prepares, and tell the server this worker is alive.
-      const heartbeats = setInterval(() => context.heartbeat(), 1_000);
+      const heartbeats = setInterval(() => context.heartbeat(), PREPARING_HEARTBEAT_MS);
       annotateActiveSpan({ [SpanAttributes.deliveryId]: deliveryId });
       const attempt = `${info.workflowExecution?.runId}/${info.activityId}/${info.attempt}`;
       const admission = await sends.admit();
@@ -126,7 +127,7 @@ export function createDeliveryActivities({ db, secretBox, sender, logger, metric
         const position = { attempt: info.attempt, retryPolicy: info.retryPolicy };
         const job = prepared;
         const trace = activeTraceContext();
-        admission.run(async () => reportEnd(await finishInBackground(job, attempt, info.taskToken, position, trace, recordBy), job.deliveryId));
+        admission.run(async () => reportEnd(await finishInBackground(job, attempt, info.taskToken, position, trace, recordBy, startedAt), job.deliveryId));
         throw new CompleteAsyncError();
       } catch (error) {
         const reason = databaseUnavailableReason(error);
