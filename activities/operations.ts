@@ -1,17 +1,9 @@
 import { Context, heartbeat } from '@temporalio/activity';
 import type { Logger } from 'pino';
 import type { Database } from '../src/db/client.ts';
-import {
-  findOperationById,
-  finishOperation,
-  markOperationItemRetried,
-  pendingOperationItems,
-  queueOperationItem,
-  runningOperationsOf,
-  selectOperationPage,
-} from '../src/db/queries/operations.ts';
-import { findWebhook } from '../src/db/queries/webhooks.ts';
-import type { OperationRow, OperationStatus, WebhookRow } from '../src/db/schema.ts';
+import { pendingOperationItems, queueOperationItem, runningOperationsOf, selectOperationPage } from '../src/db/queries/operations.ts';
+import type { OperationStatus } from '../src/db/schema.ts';
+import { endOperation, runningOperation, signalOperationRetry, type RunningOperation } from '../src/operations/lifecycle.ts';
 import type { DeliveryScheduler } from '../src/temporal/scheduler.ts';
 
 /** What the bulk operation activities need. */
@@ -36,29 +28,13 @@ export interface StepResult {
 
 /** Creates the bulk retry operation's activities (the dependency-injection pattern). */
 export function createOperationActivities({ db, scheduler, logger }: OperationActivityDeps) {
-  /** The operation and its webhook while it runs; undefined once either is gone or the operation has finished. */
-  async function runningOperation(operationId: string): Promise<{ operation: OperationRow; webhook: WebhookRow } | undefined> {
-    const operation = await findOperationById(db, operationId);
-    const webhook = operation && (await findWebhook(db, operation.webhookId));
-    return operation && webhook && operation.status === 'running' ? { operation, webhook } : undefined;
-  }
-
-  /** Signals the workflow of a queued delivery (a retry keyed by the operation's id, which a workflow takes once), then marks it retried. */
-  async function signalRetry({ operation, webhook }: { operation: OperationRow; webhook: WebhookRow }, item: { deliveryId: string; event: string }) {
-    await scheduler.retry(
-      { deliveryId: item.deliveryId, webhookId: webhook.id, projectId: webhook.projectId, event: item.event, url: webhook.url },
-      operation.id,
-    );
-    await markOperationItemRetried(db, operation.id, item.deliveryId);
-  }
-
   /**
    * Handles up to `limit` of the operation's deliveries, back to back (no waiting: the workflow
    * paces the steps): signals again those queued by an earlier attempt that stopped before their
    * signal, queues and signals each matched one still in one of its statuses, skips the others.
    * Stops between two deliveries when the operation is cancelled.
    */
-  async function handleItems(running: { operation: OperationRow; webhook: WebhookRow }, limit: number) {
+  async function handleItems(running: RunningOperation, limit: number) {
     const { operation, webhook } = running;
     const items = await pendingOperationItems(db, operation.id, limit);
     let retried = 0;
@@ -69,7 +45,7 @@ export function createOperationActivities({ db, scheduler, logger }: OperationAc
         skipped += 1;
         continue;
       }
-      await signalRetry(running, item);
+      await signalOperationRetry({ db, scheduler }, running, item);
       retried += 1;
       heartbeat();
     }
@@ -85,7 +61,7 @@ export function createOperationActivities({ db, scheduler, logger }: OperationAc
      * selection is complete.
      */
     async retryOperationStep(input: { operationId: string; ratePerSecond: number }): Promise<StepResult> {
-      const running = await runningOperation(input.operationId);
+      const running = await runningOperation(db, input.operationId);
       if (!running) return { done: true, retried: 0, skipped: 0, waitMs: 0 };
       const share = input.ratePerSecond / Math.max(1, await runningOperationsOf(db, running.operation.projectId));
       const limit = Math.max(1, Math.floor(share));
@@ -104,26 +80,15 @@ export function createOperationActivities({ db, scheduler, logger }: OperationAc
      * created; its workflow waits after it.
      */
     async retryOperationPage(input: { operationId: string; limit: number; ratePerSecond: number }): Promise<StepResult> {
-      const running = await runningOperation(input.operationId);
+      const running = await runningOperation(db, input.operationId);
       if (!running) return { done: true, retried: 0, skipped: 0, waitMs: 0 };
       const handled = await handleItems(running, input.limit);
       return { done: handled.items === 0, retried: handled.retried, skipped: handled.skipped, waitMs: Math.ceil((handled.retried / input.ratePerSecond) * 1000) };
     },
 
-    /**
-     * Records how the operation ended (a finished operation keeps its first end), after signalling
-     * every delivery it had queued and not yet signalled, so none is left `pending` without a
-     * workflow that will send it.
-     */
+    /** Ends the operation, after signalling the deliveries it had queued ({@link endOperation}). */
     async finishOperation(operationId: string, status: Exclude<OperationStatus, 'running'>) {
-      const running = await runningOperation(operationId);
-      if (running) {
-        for (let queued = await pendingOperationItems(db, operationId, 100, ['queued']); queued.length > 0; queued = await pendingOperationItems(db, operationId, 100, ['queued'])) {
-          for (const item of queued) await signalRetry(running, item);
-          heartbeat();
-        }
-      }
-      await finishOperation(db, operationId, status);
+      await endOperation({ db, scheduler }, operationId, status, () => heartbeat());
       logger.info({ operationId, status }, 'bulk retry operation finished');
     },
   };

@@ -3,7 +3,8 @@ import type { Database } from '../src/db/client.ts';
 import type { FlowLimits } from '../src/flow-control/places.ts';
 import type { Metrics } from '../src/metrics.ts';
 import { wakeForgottenLines } from '../src/repair/forgotten-lines.ts';
-import { dispatchUndispatchedEvents, OUTBOX_BATCH } from '../src/repair/outbox.ts';
+import { dispatchUndispatchedEvents } from '../src/repair/outbox.ts';
+import { repairOrphanedOperations } from '../src/repair/orphaned-operations.ts';
 import { repairStuckDeliveries } from '../src/repair/stuck-deliveries.ts';
 import type { DeliveryScheduler } from '../src/temporal/scheduler.ts';
 
@@ -20,14 +21,14 @@ export interface RepairActivityDeps {
 /** Creates the repair check's activities (the dependency-injection pattern). */
 export function createRepairActivities(deps: RepairActivityDeps) {
   return {
-    /** Starts the workflows of one batch of undispatched events; `more` when the batch was full. */
+    /** Starts the workflows of one batch of undispatched events; `more` when the batch was full or took a project's share. */
     async dispatchUndispatchedEvents(olderThanMs: number): Promise<{ dispatched: number; more: boolean }> {
-      const dispatched = await dispatchUndispatchedEvents(deps, olderThanMs);
-      if (dispatched > 0) {
-        deps.metrics.repairs.inc({ problem: 'undispatched_event' }, dispatched);
-        deps.logger.warn({ count: dispatched }, 'started deliveries of undispatched events');
+      const batch = await dispatchUndispatchedEvents(deps, olderThanMs);
+      if (batch.dispatched > 0) {
+        deps.metrics.repairs.inc({ problem: 'undispatched_event' }, batch.dispatched);
+        deps.logger.warn({ count: batch.dispatched }, 'started deliveries of undispatched events');
       }
-      return { dispatched, more: dispatched === OUTBOX_BATCH.events };
+      return batch;
     },
 
     /** Wakes the heads of the lines nobody will wake (their waker died); returns how many. */
@@ -40,9 +41,13 @@ export function createRepairActivities(deps: RepairActivityDeps) {
       return woken;
     },
 
-    /** Puts right the deliveries left as they are for `staleAfterMs` whose workflow would not move them. */
+    /**
+     * Puts right the bulk retry operations no workflow runs (the deliveries they queued wait on
+     * them), then the deliveries left as they are for `staleAfterMs` whose workflow would not move them.
+     */
     async repairStuckDeliveries(staleAfterMs: number): Promise<Record<string, number>> {
-      return repairStuckDeliveries(deps, staleAfterMs);
+      const operations = await repairOrphanedOperations(deps, staleAfterMs);
+      return { ...operations, ...(await repairStuckDeliveries(deps, staleAfterMs)) };
     },
   };
 }

@@ -19,11 +19,21 @@ export const OUTBOX_BATCH = { events: 100, perProject: 10 } as const;
 
 /**
  * Starts the delivery workflows of a batch of events accepted more than `olderThanMs` ago and not
- * yet dispatched (younger ones may still be starting in their publish request); returns how many.
- * Starting is idempotent: a workflow already running or closed is left as it is.
+ * yet dispatched (younger ones may still be starting in their publish request). Answers how many,
+ * and whether more may be left: the batch was full, or took a project's share, so one project's
+ * backlog goes on in the next batch too. Starting is idempotent: a workflow already running or
+ * closed is left as it is.
  */
-export async function dispatchUndispatchedEvents(deps: { db: Database; scheduler: DeliveryScheduler }, olderThanMs: number): Promise<number> {
+export async function dispatchUndispatchedEvents(
+  deps: { db: Database; scheduler: DeliveryScheduler },
+  olderThanMs: number,
+): Promise<{ dispatched: number; more: boolean }> {
   const pending = await listUndispatchedEvents(deps.db, new Date(Date.now() - olderThanMs), OUTBOX_BATCH.events, OUTBOX_BATCH.perProject);
-  for (const { event, deliveries } of pending) await dispatchEvent(deps, event, deliveries);
-  return pending.length;
+  const perProject = new Map<string, number>();
+  for (const { event, deliveries } of pending) {
+    await dispatchEvent(deps, event, deliveries);
+    perProject.set(event.projectId, (perProject.get(event.projectId) ?? 0) + 1);
+  }
+  const more = pending.length === OUTBOX_BATCH.events || [...perProject.values()].some((count) => count === OUTBOX_BATCH.perProject);
+  return { dispatched: pending.length, more };
 }

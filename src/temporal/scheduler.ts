@@ -129,28 +129,51 @@ export class DeliveryScheduler {
     }
   }
 
-  /** Starts the workflow of a bulk retry operation (workflow id = operation id). */
-  async startRetryOperation(operation: { id: string; webhookId: string; projectId: string }): Promise<void> {
-    await this.client.workflow.start(bulkRetryWorkflow, {
-      workflowId: operation.id,
-      taskQueue: this.taskQueue,
-      args: [{ operationId: operation.id, ratePerSecond: this.bulkRetryRate }],
-      typedSearchAttributes: [
-        { key: WebhookIdAttribute, value: operation.webhookId },
-        { key: ProjectIdAttribute, value: operation.projectId },
-      ],
-      staticSummary: `bulk retry of ${operation.webhookId}, ${this.bulkRetryRate}/s for its project`,
-      // Its workflow and activity tasks are dispatched fairly across projects, as deliveries are.
-      priority: { fairnessKey: operation.projectId },
-    });
+  /** Where the workflow of a bulk retry operation stands: `none` when it was never started. */
+  async operationWorkflowState(operationId: string): Promise<'none' | 'closed' | 'running'> {
+    try {
+      const description = await this.client.workflow.getHandle(operationId).describe();
+      return description.status.name === 'RUNNING' ? 'running' : 'closed';
+    } catch (error) {
+      if (error instanceof WorkflowNotFoundError) return 'none';
+      throw error;
+    }
   }
 
-  /** Asks a bulk retry operation's workflow to stop; it records itself `cancelled`. */
-  async cancelOperation(operationId: string): Promise<void> {
+  /** Starts the workflow of a bulk retry operation (workflow id = operation id); one already started is left as it is. */
+  async startRetryOperation(operation: { id: string; webhookId: string; projectId: string }): Promise<void> {
+    try {
+      await this.client.workflow.start(bulkRetryWorkflow, {
+        workflowId: operation.id,
+        taskQueue: this.taskQueue,
+        args: [{ operationId: operation.id, ratePerSecond: this.bulkRetryRate }],
+        typedSearchAttributes: [
+          { key: WebhookIdAttribute, value: operation.webhookId },
+          { key: ProjectIdAttribute, value: operation.projectId },
+        ],
+        staticSummary: `bulk retry of ${operation.webhookId}, ${this.bulkRetryRate}/s for its project`,
+        // Its workflow and activity tasks are dispatched fairly across projects, as deliveries are.
+        priority: { fairnessKey: operation.projectId },
+      });
+    } catch (error) {
+      // Started already (by the repair check, its API request having taken long): it runs.
+      if (!(error instanceof WorkflowExecutionAlreadyStartedError)) throw error;
+    }
+  }
+
+  /**
+   * Asks a bulk retry operation's workflow to stop; it records itself `cancelled`. False when no
+   * workflow of it runs (never started, or closed without recording its end).
+   */
+  async cancelOperation(operationId: string): Promise<boolean> {
+    // A closed workflow takes a cancellation without a word: asked first whether it runs.
+    if ((await this.operationWorkflowState(operationId)) !== 'running') return false;
     try {
       await this.client.workflow.getHandle(operationId).cancel();
+      return true;
     } catch (error) {
-      if (!(error instanceof WorkflowNotFoundError)) throw error;
+      if (error instanceof WorkflowNotFoundError) return false;
+      throw error;
     }
   }
 

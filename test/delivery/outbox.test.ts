@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { eq, isNull } from 'drizzle-orm';
+import { and, eq, isNull } from 'drizzle-orm';
 import { recordEvent } from '../../src/db/queries/events.ts';
 import { events } from '../../src/db/schema.ts';
-import { dispatchUndispatchedEvents } from '../../src/repair/outbox.ts';
+import { dispatchUndispatchedEvents, OUTBOX_BATCH } from '../../src/repair/outbox.ts';
+import { repairWorkflow } from '../../workflows/repair.ts';
 import { docauthData, startHarness, type Harness } from '../support/harness.ts';
 import { startHttpsReceiver, type HttpsReceiver } from '../support/https-receiver.ts';
 import { createWebhookFor, waitForDelivery } from './support.ts';
@@ -31,12 +32,12 @@ it('starts the deliveries of an event whose publisher stopped between storing it
   const [deliveryId] = stored.deliveries.map((target) => target.deliveryId);
   expect(await h.client.workflow.getHandle(deliveryId!).describe().catch(() => 'none')).toBe('none');
 
-  expect(await dispatchUndispatchedEvents(h, 60_000)).toBe(0); // too young: its publisher may still be starting it
-  expect(await dispatchUndispatchedEvents(h, 0)).toBe(1);
+  expect(await dispatchUndispatchedEvents(h, 60_000)).toEqual({ dispatched: 0, more: false }); // too young: its publisher may still be starting it
+  expect(await dispatchUndispatchedEvents(h, 0)).toEqual({ dispatched: 1, more: false });
   await waitForDelivery(h, key.token, webhookId, deliveryId!, (d) => d.status === 'delivered');
   const [row] = await h.db.select().from(events).where(eq(events.id, stored.event.id));
   expect(row!.dispatchedAt).toBeInstanceOf(Date);
-  expect(await dispatchUndispatchedEvents(h, 0)).toBe(0);
+  expect(await dispatchUndispatchedEvents(h, 0)).toEqual({ dispatched: 0, more: false });
 
   // The producer publishing again with the same id gets the same ids and nothing is sent twice.
   const again = await h.publish({ id: 'crash-1', project_id: key.projectId, event: 'docauth.completed', data: docauthData() });
@@ -58,7 +59,24 @@ it("starts undispatched events fairly across projects: one project's backlog doe
   const [row] = await h.db.select().from(events).where(eq(events.id, lone.event.id));
   expect(row!.dispatchedAt).toBeInstanceOf(Date);
   // The rest of the backlog follows in the next batches.
-  while ((await dispatchUndispatchedEvents(h, 0)) > 0);
+  while ((await dispatchUndispatchedEvents(h, 0)).more);
   const left = await h.db.select({ id: events.id }).from(events).where(isNull(events.dispatchedAt));
+  expect(left).toEqual([]);
+}, 120_000);
+
+it("drains one project's backlog in one run of the repair check, beyond the project's share of a batch", async () => {
+  const { key } = await createWebhookFor(h, receiver.url);
+  // What an outage of Temporal leaves for a single project: events stored, their workflows never started.
+  const count = OUTBOX_BATCH.perProject * 3 + 1;
+  for (let i = 0; i < count; i += 1) {
+    await recordEvent(h.db, h.secretBox, { projectId: key.projectId, event: 'docauth.completed', occurredAt: new Date(), payload: docauthData() });
+  }
+  const result = await h.client.workflow.execute(repairWorkflow, {
+    taskQueue: h.taskQueue,
+    workflowId: `repair-drain-${key.projectId}`,
+    args: [{ undispatchedAfterMs: 0, staleAfterMs: 3_600_000 }],
+  });
+  expect(result.eventsDispatched).toBeGreaterThanOrEqual(count);
+  const left = await h.db.select({ id: events.id }).from(events).where(and(isNull(events.dispatchedAt), eq(events.projectId, key.projectId)));
   expect(left).toEqual([]);
 }, 120_000);

@@ -1,10 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BASE, createWebhookFor, publishFor, waitForDelivery } from '../delivery/support.ts';
-import { inArray } from 'drizzle-orm';
+import { eq, inArray } from 'drizzle-orm';
 import { recordEvent } from '../../src/db/queries/events.ts';
 import { createRetryOperation, findOperation, type OperationView } from '../../src/db/queries/operations.ts';
-import { deliveries } from '../../src/db/schema.ts';
+import { deliveries, operationDeliveries } from '../../src/db/schema.ts';
 import { findWebhook } from '../../src/db/queries/webhooks.ts';
+import { repairOrphanedOperations } from '../../src/repair/orphaned-operations.ts';
 import { bulkRetryWorkflow } from '../../workflows/bulk-retry.ts';
 import { waitFor } from '../support/wait.ts';
 import { docauthData, startHarness, type Harness } from '../support/harness.ts';
@@ -236,4 +237,52 @@ describe('POST /webhooks/{id}/deliveries/retry', () => {
     const missing = await h.request('GET', `${BASE}/webhooks/${webhookId}/operations/op_00000000000000000000000000`, { token: key.token });
     expect(missing.status).toBe(404);
   });
+});
+
+describe('an operation no workflow runs', () => {
+  const repairDeps = () => ({ db: h.db, scheduler: h.scheduler, logger: h.logger, metrics: h.metrics });
+  const retry = (token: string, webhookId: string) => h.request('POST', `${BASE}/webhooks/${webhookId}/deliveries/retry`, { token });
+
+  it('is started by the repair check when its API process stopped before starting it', async () => {
+    const { key, webhookId } = await createWebhookFor(h, receiver.url);
+    const [deliveryId] = await seededDeadLetters(key, webhookId, 1);
+    // What an API process that stopped right after storing the operation leaves behind.
+    const stored = await createRetryOperation(h.db, { projectId: key.projectId, webhookId, statuses: ['dead_letter'], until: new Date() }, MAX_PER_PROJECT);
+    if (!('id' in stored)) throw new Error(`operation refused: ${JSON.stringify(stored)}`);
+    expect(await h.scheduler.operationWorkflowState(stored.id)).toBe('none');
+    expect((await retry(key.token, webhookId)).status).toBe(409);
+
+    expect(await repairOrphanedOperations(repairDeps(), 0)).toMatchObject({ operation_never_started: 1 });
+    const done = await waitForOperation(key.token, webhookId, stored.id, (op) => op.status === 'completed');
+    expect(done).toMatchObject({ matched: 1, retried: 1 });
+    const delivered = await waitForDelivery(h, key.token, webhookId, deliveryId!, (delivery) => delivery.status === 'delivered');
+    expect(delivered.status).toBe('delivered');
+  }, 60_000);
+
+  it('ends when its workflow was ended from outside: cancelled by DELETE, failed by the repair check; the webhook can be retried again', async () => {
+    const terminatedOperation = async () => {
+      const { key, webhookId } = await createWebhookFor(h, receiver.url);
+      await seededDeadLetters(key, webhookId, RATE * 10);
+      const started = await retry(key.token, webhookId);
+      expect(started.status).toBe(202);
+      const operationId = started.body.data.id as string;
+      await h.client.workflow.getHandle(operationId).terminate('ended from the Web UI');
+      return { key, webhookId, operationId };
+    };
+
+    const cancelled = await terminatedOperation();
+    const deleted = await h.request('DELETE', `${BASE}/webhooks/${cancelled.webhookId}/operations/${cancelled.operationId}`, { token: cancelled.key.token });
+    expect(deleted.status).toBe(202);
+    expect(deleted.body.data.status).toBe('cancelled');
+    expect((await retry(cancelled.key.token, cancelled.webhookId)).status).toBe(202);
+
+    const failed = await terminatedOperation();
+    expect(await repairOrphanedOperations(repairDeps(), 0)).toMatchObject({ operation_workflow_closed: 1 });
+    const ended = await h.request('GET', `${BASE}/webhooks/${failed.webhookId}/operations/${failed.operationId}`, { token: failed.key.token });
+    expect(ended.body.data.status).toBe('failed');
+    // The deliveries it had queued were signalled as it ended: none is left pending without its retry.
+    const queued = await h.db.select({ state: operationDeliveries.state }).from(operationDeliveries).where(eq(operationDeliveries.operationId, failed.operationId));
+    expect(queued.filter((item) => item.state === 'queued')).toEqual([]);
+    expect((await retry(failed.key.token, failed.webhookId)).status).toBe(202);
+  }, 60_000);
 });

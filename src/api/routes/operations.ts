@@ -2,6 +2,7 @@ import { createRoute } from '@hono/zod-openapi';
 import type { Context } from 'hono';
 import { createRetryOperation, findOperation, finishOperation, type OperationView } from '../../db/queries/operations.ts';
 import { isLookupId } from '../../ids.ts';
+import { endOperation } from '../../operations/lifecycle.ts';
 import { ownedWebhook } from '../auth.ts';
 import type { AppEnv } from '../env.ts';
 import { ApiError } from '../errors.ts';
@@ -124,12 +125,17 @@ export const operationsRouter = createRouter()
     }),
     async (c) => {
       const { id, operation_id } = c.req.valid('param');
-      const operation = await ownedOperation(c, id, operation_id);
-      if (operation.status === 'running') await c.var.deps.scheduler.cancelOperation(operation.id);
+      let operation = await ownedOperation(c, id, operation_id);
+      const running = operation.status === 'running';
+      if (running && !(await c.var.deps.scheduler.cancelOperation(operation.id))) {
+        // No workflow runs it (its start was lost, or it was ended from outside): it ends here.
+        await endOperation(c.var.deps, operation.id, 'cancelled');
+        operation = await ownedOperation(c, id, operation_id);
+      }
       return c.json(
         {
           data: operationResource(operation),
-          message: operation.status === 'running' ? `Operation ${operation.id} is being cancelled` : `Operation ${operation.id} is already ${operation.status}`,
+          message: !running ? `Operation ${operation.id} is already ${operation.status}` : operation.status === 'running' ? `Operation ${operation.id} is being cancelled` : `Operation ${operation.id} is ${operation.status}`,
           meta: { request_id: c.var.requestId },
         },
         202,

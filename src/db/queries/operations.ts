@@ -1,4 +1,4 @@
-import { and, asc, desc, eq, inArray, isNull, sql } from 'drizzle-orm';
+import { and, asc, desc, eq, inArray, isNull, lt, sql } from 'drizzle-orm';
 import { queryRows, type Database } from '../client.ts';
 import { deliveries, operationDeliveries, operations, type DeliveryStatus, type OperationRow, type OperationStatus } from '../schema.ts';
 import { firstIdAt, newId } from '../../ids.ts';
@@ -109,6 +109,16 @@ export async function runningOperationsOf(db: Database, projectId: string): Prom
   return row!.n;
 }
 
+/** Operations still `running` that were created before `before`, the oldest first, at most `limit`. */
+export async function listRunningOperations(db: Database, before: Date, limit: number): Promise<OperationRow[]> {
+  return db
+    .select()
+    .from(operations)
+    .where(and(eq(operations.status, 'running'), lt(operations.createdAt, before)))
+    .orderBy(asc(operations.createdAt))
+    .limit(limit);
+}
+
 /** An operation of a webhook, with its counts. */
 export async function findOperation(db: Database, webhookId: string, id: string): Promise<OperationView | undefined> {
   const [operation] = await db
@@ -173,12 +183,14 @@ export async function markOperationItemRetried(db: Database, operationId: string
     .where(and(eq(operationDeliveries.operationId, operationId), eq(operationDeliveries.deliveryId, deliveryId)));
 }
 
-/** Ends a running operation with `status` (a finished one keeps its end). */
-export async function finishOperation(db: Database, operationId: string, status: Exclude<OperationStatus, 'running'>): Promise<void> {
-  await db
+/** Ends a running operation with `status` (a finished one keeps its end); true when this call ended it. */
+export async function finishOperation(db: Database, operationId: string, status: Exclude<OperationStatus, 'running'>): Promise<boolean> {
+  const ended = await db
     .update(operations)
     .set({ status, finishedAt: new Date() })
-    .where(and(eq(operations.id, operationId), eq(operations.status, 'running'), isNull(operations.finishedAt)));
+    .where(and(eq(operations.id, operationId), eq(operations.status, 'running'), isNull(operations.finishedAt)))
+    .returning({ id: operations.id });
+  return ended.length > 0;
 }
 
 /** An operation by id alone (for its workflow). */
