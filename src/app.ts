@@ -55,6 +55,8 @@ function asApiError(error: unknown): ApiError | undefined {
       return new ApiError('invalid_request', /json/i.test(error.message) ? 'body: is not valid JSON' : error.message);
     }
     if (error.status === 413) return new ApiError('invalid_request', `body: must be at most ${MAX_BODY_BYTES} bytes`);
+    // The routes' own media-type check, stricter than ours (`application/json;`), and also applied to an empty body.
+    if (error.status === 415) return new ApiError('invalid_request', 'Content-Type must be application/json');
   }
   return undefined;
 }

@@ -48,7 +48,8 @@ function timePartOf(ms: number): string {
  * a time bound as an identifier, for a range of an index on ids.
  */
 export function firstIdAt(kind: IdKind, ms: number): string {
-  return `${ID_PREFIX[kind]}_${timePartOf(ms)}${'0'.repeat(16)}`;
+  // No identifier is made before 1970 (its time part counts from the epoch): an earlier bound is the first of all.
+  return `${ID_PREFIX[kind]}_${timePartOf(Math.max(0, ms))}${'0'.repeat(16)}`;
 }
 
 const LOOKUP_ID = /^[A-Za-z0-9_-]{1,64}$/;

@@ -1,7 +1,7 @@
 import { z } from '@hono/zod-openapi';
 import { DELIVERY_STATUSES, OPERATION_STATUSES, RETRYABLE_DELIVERY_STATUSES } from '../db/schema.ts';
 import { isReservedHeaderName, RESERVED_HEADER_NAMES, RESERVED_HEADER_PREFIX } from '../delivery/notification.ts';
-import { EVENT_KINDS } from '../events/schema.ts';
+import { EVENT_KINDS, isoTimestamp } from '../events/schema.ts';
 
 const MAX_URL_LENGTH = 2048;
 const MAX_CUSTOM_HEADERS = 20;
@@ -347,8 +347,6 @@ export const OperationParamsSchema = IdParamsSchema.extend({
     .openapi({ param: { name: 'operation_id', in: 'path' }, example: 'op_01jd3k6v8x0f5r7k2m9q4t1w3y' }),
 });
 
-const isoTimestamp = z.iso.datetime({ offset: true, message: 'must be an ISO 8601 timestamp with a time zone' });
-
 export const BulkRetryBodySchema = z
   .strictObject({
     status: z
@@ -357,11 +355,12 @@ export const BulkRetryBodySchema = z
       .refine((statuses) => new Set(statuses).size === statuses.length, 'must not repeat a status')
       .optional()
       .openapi({ description: 'Statuses of the deliveries to retry; default `["dead_letter"]`', uniqueItems: true, example: ['dead_letter'] }),
-    since: isoTimestamp.optional().openapi({ description: 'Deliveries created at or after this instant; must be before `until`', example: '2026-11-22T10:00:00Z' }),
+    since: isoTimestamp.optional().openapi({ description: 'Deliveries created at or after this instant; must be before `until` and before now', example: '2026-11-22T10:00:00Z' }),
     until: isoTimestamp.optional().openapi({ description: 'Deliveries created before this instant (default and at most: now)' }),
   })
-  .refine((body) => !body.since || !body.until || Date.parse(body.since) < Date.parse(body.until), {
-    message: 'must be before until',
+  // `until` is at most now, so a `since` from now on would match nothing: refused, not run empty.
+  .refine((body) => !body.since || Date.parse(body.since) < Math.min(body.until ? Date.parse(body.until) : Infinity, Date.now()), {
+    message: 'must be before until, and before now',
     path: ['since'],
   })
   .openapi('BulkRetryRequest');

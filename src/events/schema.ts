@@ -4,7 +4,20 @@ import { z } from '@hono/zod-openapi';
 export const EVENT_KINDS = ['docauth.completed'] as const;
 export type EventKind = (typeof EVENT_KINDS)[number];
 
-const isoTimestamp = z.iso.datetime({ offset: true, message: 'must be an ISO 8601 timestamp' });
+/** The instants a timestamp may name: years 0001 to 9999 in UTC, as PostgreSQL and `Date#toISOString` both write them. */
+const TIMESTAMP_RANGE_MS = { min: Date.parse('0001-01-01T00:00:00Z'), max: Date.parse('9999-12-31T23:59:59.999Z') };
+
+/**
+ * An ISO 8601 timestamp with a time zone, whose instant falls in years 0001 to 9999 once in UTC
+ * (`0000-01-01T00:00:00Z` and `9999-12-31T23:59:59-23:59` are well-formed, but no column stores
+ * them).
+ */
+export const isoTimestamp = z.iso
+  .datetime({ offset: true, message: 'must be an ISO 8601 timestamp with a time zone' })
+  .refine((value) => {
+    const ms = Date.parse(value);
+    return ms >= TIMESTAMP_RANGE_MS.min && ms <= TIMESTAMP_RANGE_MS.max;
+  }, 'must be between 0001-01-01T00:00:00Z and 9999-12-31T23:59:59.999Z');
 const isoDate = z.iso.date({ message: 'must be a date (YYYY-MM-DD)' });
 /**
  * Text Postgres can store: well-formed Unicode without NUL, of `min` to `max` characters counted

@@ -530,6 +530,10 @@ describe('POST /internal/v1/events (producer door)', () => {
     [{ id: 'x'.repeat(129) }, 'id: must be 1-128 characters'],
     [{ event: 'docauth.started' }, 'event: '],
     [{ occurred_at: 'yesterday' }, 'occurred_at: must be an ISO 8601 timestamp'],
+    // Well-formed, but no timestamp column stores them: refused, never a 500.
+    [{ occurred_at: '0000-01-01T00:00:00Z' }, 'occurred_at: must be between 0001-01-01T00:00:00Z and 9999-12-31T23:59:59.999Z'],
+    [{ occurred_at: '0001-01-01T00:30:00+01:00' }, 'occurred_at: must be between'],
+    [{ occurred_at: '9999-12-31T23:59:59-23:59' }, 'occurred_at: must be between'],
     [{ data: undefined }, 'data: is required'],
     [{ data: docauthData({ result: 'maybe' }) }, 'data.result: '],
     [{ data: docauthData({ scores_applied: 'yes' }) }, 'data.scores_applied: '],

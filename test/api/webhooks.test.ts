@@ -137,6 +137,20 @@ describe('POST /webhooks', () => {
     expect(text.status).toBe(400);
     expect(text.body.error.message).toBe('Content-Type must be application/json');
 
+    // Refused by the routes' own media-type check, which answered 500 internal_error.
+    const created = await h.request('POST', `${BASE}/webhooks`, { token: key.token, body: createBody() });
+    const rotate = `${BASE}/webhooks/${created.body.data.id}/rotate-secret`;
+    for (const [path, contentType, rawBody] of [
+      [`${BASE}/webhooks`, 'application/json;', JSON.stringify(createBody())],
+      [`${BASE}/webhooks`, 'application/vnd_x+json', JSON.stringify(createBody())],
+      [rotate, 'application/json; charset=utf-8;', '{}'],
+      [rotate, 'application/x-www-form-urlencoded', ''],
+    ] as const) {
+      const refused = await h.request('POST', path, { token: key.token, rawBody, headers: { 'Content-Type': contentType } });
+      expect(refused.status, `${contentType} ${JSON.stringify(rawBody)}`).toBe(400);
+      expect(refused.body.error).toEqual({ code: 'invalid_request', message: 'Content-Type must be application/json' });
+    }
+
     const huge = await h.request('POST', `${BASE}/webhooks`, {
       token: key.token,
       rawBody: JSON.stringify({ ...createBody(), pad: 'x'.repeat(1024 * 1024) }),

@@ -1,4 +1,6 @@
+import { eq } from 'drizzle-orm';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { webhooks } from '../../src/db/schema.ts';
 import { BASE, createWebhookFor, publishFor, waitForDelivery } from '../delivery/support.ts';
 import { startHarness, type Harness } from '../support/harness.ts';
 import { startHttpsReceiver, type HttpsReceiver } from '../support/https-receiver.ts';
@@ -73,3 +75,19 @@ it('disables a webhook whose every attempt failed for the period with enough dea
   expect(reenabled.body.data).not.toHaveProperty('disabled_reason');
   expect(reenabled.body.data).not.toHaveProperty('disabled_at');
 }, 120_000);
+
+it("keeps the endpoint-health clock of an active webhook that is sent `status: active` again (the portal's form always sends it)", async () => {
+  const { key, webhookId } = await createWebhookFor(h, `${receiver.url}/steady`);
+  const failingSince = new Date(Date.now() - 4 * 24 * 3_600_000);
+  await h.db.update(webhooks).set({ failingSince }).where(eq(webhooks.id, webhookId));
+  const patched = await h.request('PATCH', `${BASE}/webhooks/${webhookId}`, { token: key.token, body: { status: 'active', headers: { 'X-Tag': '2' } } });
+  expect(patched.status).toBe(200);
+  const [kept] = await h.db.select().from(webhooks).where(eq(webhooks.id, webhookId));
+  expect(kept!.failingSince).toEqual(failingSince);
+
+  // Re-enabling a disabled one restarts it.
+  await h.db.update(webhooks).set({ status: 'disabled', disabledReason: 'every attempt has failed', disabledAt: new Date() }).where(eq(webhooks.id, webhookId));
+  expect((await h.request('PATCH', `${BASE}/webhooks/${webhookId}`, { token: key.token, body: { status: 'active' } })).status).toBe(200);
+  const [reenabled] = await h.db.select().from(webhooks).where(eq(webhooks.id, webhookId));
+  expect(reenabled).toMatchObject({ status: 'active', failingSince: null, disabledReason: null, disabledAt: null });
+});

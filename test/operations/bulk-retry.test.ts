@@ -231,12 +231,34 @@ describe('POST /webhooks/{id}/deliveries/retry', () => {
       body: { since: '2026-11-23T00:00:00Z', until: '2026-11-22T00:00:00Z' },
     });
     expect(reversed.status).toBe(400);
+    const future = await h.request('POST', `${BASE}/webhooks/${webhookId}/deliveries/retry`, {
+      token: key.token,
+      body: { since: new Date(Date.now() + 3_600_000).toISOString() },
+    });
+    expect(future.status).toBe(400);
+    expect(future.body.error.message).toBe('since: must be before until, and before now');
+    // Well-formed, but before year 1 once in UTC: no column stores it (it was a 500).
+    const yearZero = await h.request('POST', `${BASE}/webhooks/${webhookId}/deliveries/retry`, { token: key.token, body: { since: '0000-01-01T00:00:00Z' } });
+    expect(yearZero.status).toBe(400);
+    expect(yearZero.body.error.code).toBe('invalid_request');
     const empty = await h.request('POST', `${BASE}/webhooks/${webhookId}/deliveries/retry`, { token: key.token });
     expect(empty.status).toBe(202);
     expect(empty.body.data.matched).toBe(0);
     const missing = await h.request('GET', `${BASE}/webhooks/${webhookId}/operations/op_00000000000000000000000000`, { token: key.token });
     expect(missing.status).toBe(404);
   });
+
+  it("takes a since before 1970 (a client's unset time) as from the beginning, not as matching nothing", async () => {
+    const { key, webhookId } = await createWebhookFor(h, receiver.url);
+    const [deliveryId] = await seededDeadLetters(key, webhookId, 1);
+    const started = await h.request('POST', `${BASE}/webhooks/${webhookId}/deliveries/retry`, { token: key.token, body: { since: '0001-01-01T00:00:00Z' } });
+    expect(started.status).toBe(202);
+    const done = await waitForOperation(key.token, webhookId, started.body.data.id, (op) => op.status === 'completed');
+    expect(done.matched).toBe(1);
+    expect(done.retried).toBe(1);
+    const delivered = await waitForDelivery(h, key.token, webhookId, deliveryId!, (delivery) => delivery.status === 'delivered');
+    expect(delivered.status).toBe('delivered');
+  }, 60_000);
 });
 
 describe('an operation no workflow runs', () => {

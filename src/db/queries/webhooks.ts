@@ -1,4 +1,5 @@
 import { and, asc, eq, gt, ne, sql } from 'drizzle-orm';
+import type { AnyPgColumn } from 'drizzle-orm/pg-core';
 import { queryRows, type Database } from '../client.ts';
 import { preparedPerDatabase } from '../prepared.ts';
 import { deliveries, sendPlaces, webhooks, type WebhookRow } from '../schema.ts';
@@ -111,8 +112,13 @@ export interface UpdatedWebhook {
  */
 export async function updateWebhook(db: Database, box: SecretBox, id: string, changes: WebhookChanges): Promise<UpdatedWebhook | undefined> {
   const { headers, ...fields } = changes;
-  // Re-enabling clears the service's reason and restarts the endpoint-health clock.
-  const reenabled = changes.status === 'active' ? { disabledReason: null, disabledAt: null, failingSince: null } : {};
+  // Re-enabling a disabled webhook clears the service's reason and restarts the endpoint-health
+  // clock; `active` sent for one already active (the portal's form always sends it) changes neither.
+  const whenWasDisabled = <T>(column: AnyPgColumn) => sql<T>`case when ${webhooks.status} = 'disabled' then null else ${column} end`;
+  const reenabled =
+    changes.status === 'active'
+      ? { disabledReason: whenWasDisabled<string | null>(webhooks.disabledReason), disabledAt: whenWasDisabled<Date | null>(webhooks.disabledAt), failingSince: whenWasDisabled<Date | null>(webhooks.failingSince) }
+      : {};
   const sealed = headers !== undefined && { headersSealed: sealWebhookHeaders(box, id, headers), headersLegacy: null };
   const rateChanged = changes.rateLimit !== undefined;
   const update = async (tx: Database) => {
