@@ -574,7 +574,7 @@ export interface components {
             status?: ("failed" | "dead_letter")[];
             /**
              * Format: date-time
-             * @description Deliveries created at or after this instant; must be before `until`
+             * @description Deliveries created at or after this instant; must be before `until` and before now
              * @example 2026-11-22T10:00:00Z
              */
             since?: string;
