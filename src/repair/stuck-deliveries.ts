@@ -20,7 +20,7 @@ export const STUCK_BATCH = { deliveries: 100, perProject: 10 } as const;
 export const ABANDONED_ATTEMPT_REASON = 'its attempt was left unfinished when its workflow ended; retry it to send it again';
 
 /** What the check did, by problem. */
-export type StuckRepairs = Partial<Record<'pending_without_workflow' | 'pending_retry_lost' | 'processing_without_workflow', number>>;
+export type StuckRepairs = Partial<Record<'pending_without_workflow' | 'pending_retry_lost' | 'processing_without_workflow' | 'processing_after_dead_letter', number>>;
 
 /** What the check needs. */
 export interface StuckDeliveryDeps {
@@ -37,7 +37,9 @@ export interface StuckDeliveryDeps {
  * - `pending` (a retry was asked for) and its workflow closed, never started or still waiting
  *   for that retry: the retry is sent again, keyed by the time it was asked for, so a repeat of
  *   this check does not retry it twice;
- * - `processing` and its workflow closed or never started: dead-lettered, its attempt closed.
+ * - `processing` and its workflow closed, never started or waiting in its dead letter (an attempt
+ *   of a worker cut off from Temporal started after its round had ended; the customer could not
+ *   retry it while it shows `processing`): dead-lettered, its attempt closed.
  * A delivery whose workflow runs and is not waiting for a retry is on its way and left alone.
  */
 export async function repairStuckDeliveries(deps: StuckDeliveryDeps, staleAfterMs: number): Promise<StuckRepairs> {
@@ -57,9 +59,8 @@ async function repairOne(deps: StuckDeliveryDeps, candidate: StuckDeliveryCandid
   const state = await deps.scheduler.deliveryWorkflowState(candidate.deliveryId);
   if (state === 'running') return undefined;
   if (candidate.status === 'processing') {
-    if (state === 'waiting_for_retry') return undefined;
     await markDeadLetter(deps.db, candidate.deliveryId, ABANDONED_ATTEMPT_REASON);
-    return 'processing_without_workflow';
+    return state === 'waiting_for_retry' ? 'processing_after_dead_letter' : 'processing_without_workflow';
   }
   await deps.scheduler.retry(
     { deliveryId: candidate.deliveryId, webhookId: candidate.webhookId, projectId: candidate.projectId, event: candidate.event, url: candidate.url },

@@ -74,6 +74,29 @@ describe('the repair check', () => {
     expect(await h.metrics.registry.metrics()).toMatch(/webhook_repairs_total\{problem="pending_retry_lost"\} 1/);
   }, 90_000);
 
+  it('dead-letters again a delivery left processing by an attempt that started after its round was dead-lettered', async () => {
+    const { key, webhookId } = await createWebhookFor(h, `${receiver.url}/failing`);
+    const [deliveryId] = (await publishFor(h, key.projectId)).delivery_ids;
+    await waitForDelivery(h, key.token, webhookId, deliveryId!, (d) => d.status === 'dead_letter', 60_000);
+    await waitFor('the workflow to wait in its dead letter', async () => (await h.scheduler.deliveryWorkflowState(deliveryId!)) === 'waiting_for_retry', {
+      timeoutMs: 10_000,
+      intervalMs: 100,
+    });
+    // An attempt of a worker cut off from Temporal (its activity timed out, the round dead-lettered
+    // elsewhere) starts late, and its worker dies before recording it: `processing`, which the
+    // customer cannot retry, while the workflow waits for a retry.
+    await startAttempt(h.db, h.secretBox, deliveryId!, new Date());
+    await age([deliveryId!]);
+    failing = false;
+
+    expect(await repairStuckDeliveries(deps(), MINUTE_MS)).toEqual({ processing_after_dead_letter: 1 });
+    const [row] = await h.db.select().from(deliveries).where(eq(deliveries.id, deliveryId!));
+    expect(row).toMatchObject({ status: 'dead_letter', lastError: ABANDONED_ATTEMPT_REASON });
+    const retried = await h.request('POST', `${BASE}/webhooks/${webhookId}/deliveries/${deliveryId}/retry`, { token: key.token });
+    expect(retried.status).toBe(202);
+    await waitForDelivery(h, key.token, webhookId, deliveryId!, (d) => d.status === 'delivered');
+  }, 90_000);
+
   it('starts the workflow of a pending delivery that has none', async () => {
     const { key, webhookId } = await createWebhookFor(h, receiver.url);
     const deliveryId = await deliveryWithoutWorkflow(key.projectId, webhookId);
