@@ -7,17 +7,18 @@ export type EventKind = (typeof EVENT_KINDS)[number];
 /** The instants a timestamp may name: years 0001 to 9999 in UTC, as PostgreSQL and `Date#toISOString` both write them. */
 const TIMESTAMP_RANGE_MS = { min: Date.parse('0001-01-01T00:00:00Z'), max: Date.parse('9999-12-31T23:59:59.999Z') };
 
+/** An ISO 8601 timestamp with a time zone (a value of the event's data, stored as the producer sent it). */
+const isoDateTime = z.iso.datetime({ offset: true, message: 'must be an ISO 8601 timestamp with a time zone' });
+
 /**
- * An ISO 8601 timestamp with a time zone, whose instant falls in years 0001 to 9999 once in UTC
- * (`0000-01-01T00:00:00Z` and `9999-12-31T23:59:59-23:59` are well-formed, but no column stores
- * them).
+ * An ISO 8601 timestamp with a time zone that the service stores as an instant: in years 0001
+ * to 9999 once in UTC (`0000-01-01T00:00:00Z` and `9999-12-31T23:59:59-23:59` are well-formed,
+ * but no column stores them).
  */
-export const isoTimestamp = z.iso
-  .datetime({ offset: true, message: 'must be an ISO 8601 timestamp with a time zone' })
-  .refine((value) => {
-    const ms = Date.parse(value);
-    return ms >= TIMESTAMP_RANGE_MS.min && ms <= TIMESTAMP_RANGE_MS.max;
-  }, 'must be between 0001-01-01T00:00:00Z and 9999-12-31T23:59:59.999Z');
+export const isoTimestamp = isoDateTime.refine((value) => {
+  const ms = Date.parse(value);
+  return ms >= TIMESTAMP_RANGE_MS.min && ms <= TIMESTAMP_RANGE_MS.max;
+}, 'must be between 0001-01-01T00:00:00Z and 9999-12-31T23:59:59.999Z');
 const isoDate = z.iso.date({ message: 'must be a date (YYYY-MM-DD)' });
 /**
  * Text Postgres can store: well-formed Unicode without NUL, of `min` to `max` characters counted
@@ -64,7 +65,7 @@ export const DocauthCompletedDataSchema = z
     session_id: text(256, 1).optional(),
     result: z.enum(['pass', 'fail']),
     docauth_info: DocauthInfoSchema,
-    processed_at: isoTimestamp,
+    processed_at: isoDateTime,
     scores_applied: z.boolean(),
   })
   .openapi('DocauthCompletedData');

@@ -7,14 +7,15 @@ stateful), and change only what the OpenAPI document cannot state in JSON Schema
   generated id becomes the test's own key (SCHEMATHESIS_API_KEY_ID); a malformed one is left
   alone, so negative cases stay negative.
 - Rules across fields that the document states in words: custom header names are
-  case-insensitive and must not repeat, and total at most 8192 bytes; a bulk retry's `since`
-  is before its `until`. A schema-valid (positive) case that breaks one is mended to keep it,
-  so the server's refusal of such a request is not reported as a rejected valid request.
+  case-insensitive and must not repeat, and total at most 8192 bytes; a timestamp falls in years
+  0001 to 9999 once in UTC; a bulk retry's `since` is before its `until` and before now. A
+  schema-valid (positive) case that breaks one is mended to keep it, so the server's refusal of
+  such a request is not reported as a rejected valid request.
 """
 
 import os
 import re
-from datetime import datetime
+from datetime import datetime, timezone
 
 import schemathesis
 
@@ -51,10 +52,18 @@ def _mend_headers(headers: dict) -> dict:
 
 
 def _instant(value) -> datetime | None:
+    """The instant in UTC; None when it is not one, or falls outside years 1 to 9999 in UTC."""
     try:
-        return datetime.fromisoformat(value.replace("z", "Z").replace("t", "T"))
-    except (AttributeError, TypeError, ValueError):
+        return datetime.fromisoformat(value.replace("z", "Z").replace("t", "T")).astimezone(timezone.utc)
+    except (AttributeError, TypeError, ValueError, OverflowError):
         return None
+
+
+def _mend_timestamps(body: dict, names: tuple[str, ...]) -> None:
+    """Drops the timestamps of `names` that are not instants the service stores."""
+    for name in names:
+        if name in body and _instant(body[name]) is None:
+            del body[name]
 
 
 @schemathesis.hook
@@ -71,7 +80,11 @@ def before_call(ctx, case, kwargs):
         return
     if operation_id in ("createWebhook", "updateWebhook") and isinstance(body.get("headers"), dict):
         body["headers"] = _mend_headers(body["headers"])
+    if operation_id == "publishEvent":
+        _mend_timestamps(body, ("occurred_at",))
     if operation_id == "retryDeliveries":
+        _mend_timestamps(body, ("since", "until"))
         since, until = _instant(body.get("since")), _instant(body.get("until"))
-        if since is not None and until is not None and since >= until:
+        latest = min(until, datetime.now(timezone.utc)) if until is not None else datetime.now(timezone.utc)
+        if since is not None and since >= latest:
             del body["since"]
