@@ -163,6 +163,9 @@ export async function startTemporal(root: string): Promise<TemporalServer> {
 
 type Role = 'api' | 'worker' | 'migrate';
 
+/** How long a service process may take to be ready after it is spawned. */
+const READY_WITHIN_MS = 120_000;
+
 /** One `node <flags of npm start> src/main.ts <role>` process, restartable with the same environment. */
 export class ServiceProcess {
   #child: ChildProcess | undefined;
@@ -195,7 +198,8 @@ export class ServiceProcess {
   /** Spawns the process and resolves once it is ready (`migrate`: once it exited with 0). */
   async start(): Promise<void> {
     this.#starts += 1;
-    const log = createWriteStream(path.join(this.logDir, `${this.role}.${this.#starts}.log`));
+    const logFile = path.join(this.logDir, `${this.role}.${this.#starts}.log`);
+    const log = createWriteStream(logFile);
     const child = spawn(process.execPath, [...serviceNodeFlags(), 'src/main.ts', this.role], {
       cwd: REPO_ROOT,
       env: this.env,
@@ -216,10 +220,21 @@ export class ServiceProcess {
       if (child.exitCode !== 0) throw new Error(`migrate failed (${child.exitCode}); see ${this.logDir}/migrate.1.log`);
       return;
     }
-    await waitFor(`the ${this.role} process to be ready`, async () => {
-      if (!this.running) throw new Error(`the ${this.role} process exited during start-up; see its log in ${this.logDir}`);
-      return this.ready();
-    });
+    try {
+      // A start beside a scenario's load on a busy machine can take a while: a liveness bound.
+      await waitFor(
+        `the ${this.role} process to be ready`,
+        async () => {
+          if (!this.running) throw new Error(`the ${this.role} process exited during start-up`);
+          return this.ready();
+        },
+        { timeoutMs: READY_WITHIN_MS },
+      );
+    } catch (error) {
+      // The log is removed with the scenario's folder: its end goes with the failure.
+      const tail = (await readFile(logFile, 'utf8').catch(() => '')).split('\n').slice(-40).join('\n');
+      throw new Error(`${(error as Error).message}; the end of its log (${logFile}):\n${tail}`, { cause: error });
+    }
   }
 
   /** SIGKILL, no chance to clean up; resolves once it is gone. */
