@@ -51,50 +51,50 @@ async function deliveryWithoutWorkflow(projectId: string, webhookId: string) {
   return stored.deliveries[0]!.deliveryId;
 }
 
+/** A delivery to a failing endpoint, dead-lettered, its workflow waiting for a retry. */
+async function deliveryWaitingInItsDeadLetter() {
+  const { key, webhookId } = await createWebhookFor(h, `${receiver.url}/failing`);
+  const deliveryId = (await publishFor(h, key.projectId)).delivery_ids[0]!;
+  await waitForDelivery(h, key.token, webhookId, deliveryId, (d) => d.status === 'dead_letter', 60_000);
+  // The workflow records the dead letter, then says so in its search attribute as it starts to wait.
+  await waitFor('the workflow to wait in its dead letter', async () => (await h.scheduler.deliveryWorkflowState(deliveryId)) === 'waiting_for_retry', {
+    timeoutMs: 10_000,
+    intervalMs: 100,
+  });
+  return { key, webhookId, deliveryId };
+}
+
 describe('the repair check', () => {
   it('sends a retry again whose signal never came, while the workflow still waits in its dead letter; a repeat does nothing more', async () => {
-    const { key, webhookId } = await createWebhookFor(h, `${receiver.url}/failing`);
-    const [deliveryId] = (await publishFor(h, key.projectId)).delivery_ids;
-    await waitForDelivery(h, key.token, webhookId, deliveryId!, (d) => d.status === 'dead_letter', 60_000);
-    // The workflow records the dead letter, then says so in its search attribute as it starts to wait.
-    await waitFor('the workflow to wait in its dead letter', async () => (await h.scheduler.deliveryWorkflowState(deliveryId!)) === 'waiting_for_retry', {
-      timeoutMs: 10_000,
-      intervalMs: 100,
-    });
+    const { key, webhookId, deliveryId } = await deliveryWaitingInItsDeadLetter();
     // A manual retry committed `pending`, and its process died before the signal (or a bulk retry
     // was cancelled between an item's commit and its signal).
-    await h.db.update(deliveries).set({ status: 'pending', nextRetryAt: null }).where(eq(deliveries.id, deliveryId!));
-    await age([deliveryId!]);
+    await h.db.update(deliveries).set({ status: 'pending', nextRetryAt: null }).where(eq(deliveries.id, deliveryId));
+    await age([deliveryId]);
     failing = false;
 
     expect(await repairStuckDeliveries(deps(), MINUTE_MS)).toEqual({ pending_retry_lost: 1 });
-    const delivered = await waitForDelivery(h, key.token, webhookId, deliveryId!, (d) => d.status === 'delivered');
+    const delivered = await waitForDelivery(h, key.token, webhookId, deliveryId, (d) => d.status === 'delivered');
     expect(delivered.attempt_count).toBe(6);
     expect(await repairStuckDeliveries(deps(), MINUTE_MS)).toEqual({});
     expect(await h.metrics.registry.metrics()).toMatch(/webhook_repairs_total\{problem="pending_retry_lost"\} 1/);
   }, 90_000);
 
   it('dead-letters again a delivery left processing by an attempt that started after its round was dead-lettered', async () => {
-    const { key, webhookId } = await createWebhookFor(h, `${receiver.url}/failing`);
-    const [deliveryId] = (await publishFor(h, key.projectId)).delivery_ids;
-    await waitForDelivery(h, key.token, webhookId, deliveryId!, (d) => d.status === 'dead_letter', 60_000);
-    await waitFor('the workflow to wait in its dead letter', async () => (await h.scheduler.deliveryWorkflowState(deliveryId!)) === 'waiting_for_retry', {
-      timeoutMs: 10_000,
-      intervalMs: 100,
-    });
+    const { key, webhookId, deliveryId } = await deliveryWaitingInItsDeadLetter();
     // An attempt of a worker cut off from Temporal (its activity timed out, the round dead-lettered
     // elsewhere) starts late, and its worker dies before recording it: `processing`, which the
     // customer cannot retry, while the workflow waits for a retry.
-    await startAttempt(h.db, h.secretBox, deliveryId!, new Date());
-    await age([deliveryId!]);
+    await startAttempt(h.db, h.secretBox, deliveryId, new Date());
+    await age([deliveryId]);
     failing = false;
 
     expect(await repairStuckDeliveries(deps(), MINUTE_MS)).toEqual({ processing_after_dead_letter: 1 });
-    const [row] = await h.db.select().from(deliveries).where(eq(deliveries.id, deliveryId!));
+    const [row] = await h.db.select().from(deliveries).where(eq(deliveries.id, deliveryId));
     expect(row).toMatchObject({ status: 'dead_letter', lastError: ABANDONED_ATTEMPT_REASON });
     const retried = await h.request('POST', `${BASE}/webhooks/${webhookId}/deliveries/${deliveryId}/retry`, { token: key.token });
     expect(retried.status).toBe(202);
-    await waitForDelivery(h, key.token, webhookId, deliveryId!, (d) => d.status === 'delivered');
+    await waitForDelivery(h, key.token, webhookId, deliveryId, (d) => d.status === 'delivered');
   }, 90_000);
 
   it('starts the workflow of a pending delivery that has none', async () => {
