@@ -4,6 +4,7 @@ import {
   WorkflowIdReusePolicy,
   WorkflowNotFoundError,
   type Client,
+  type WorkflowExecutionDescription,
 } from '@temporalio/client';
 import { bulkRetryWorkflow } from '../../workflows/bulk-retry.ts';
 import { deliveryWorkflow, retrySignal, sendTurnSignal } from '../../workflows/delivery.ts';
@@ -119,21 +120,23 @@ export class DeliveryScheduler {
    * `waiting_for_retry` (open, in its dead-letter wait) or `running` (on its way).
    */
   async deliveryWorkflowState(deliveryId: string): Promise<'none' | 'closed' | 'waiting_for_retry' | 'running'> {
-    try {
-      const description = await this.client.workflow.getHandle(deliveryId).describe();
-      if (description.status.name !== 'RUNNING') return 'closed';
-      return description.typedSearchAttributes.get(DeliveryStatusAttribute) === 'dead_letter' ? 'waiting_for_retry' : 'running';
-    } catch (error) {
-      if (error instanceof WorkflowNotFoundError) return 'none';
-      throw error;
-    }
+    const description = await this.#describe(deliveryId);
+    if (description === 'none') return 'none';
+    if (description.status.name !== 'RUNNING') return 'closed';
+    return description.typedSearchAttributes.get(DeliveryStatusAttribute) === 'dead_letter' ? 'waiting_for_retry' : 'running';
   }
 
   /** Where the workflow of a bulk retry operation stands: `none` when it was never started. */
   async operationWorkflowState(operationId: string): Promise<'none' | 'closed' | 'running'> {
+    const description = await this.#describe(operationId);
+    if (description === 'none') return 'none';
+    return description.status.name === 'RUNNING' ? 'running' : 'closed';
+  }
+
+  /** The workflow's description, or `none` when Temporal does not know it. */
+  async #describe(workflowId: string): Promise<WorkflowExecutionDescription | 'none'> {
     try {
-      const description = await this.client.workflow.getHandle(operationId).describe();
-      return description.status.name === 'RUNNING' ? 'running' : 'closed';
+      return await this.client.workflow.getHandle(workflowId).describe();
     } catch (error) {
       if (error instanceof WorkflowNotFoundError) return 'none';
       throw error;
