@@ -7,6 +7,7 @@ import type { Context } from 'hono';
 import { routePath } from 'hono/route';
 import type { AppDeps, AppEnv } from './api/env.ts';
 import { ApiError, errorBody } from './api/errors.ts';
+import { isForeignKeyViolation } from './db/client.ts';
 import { docsRouter } from './api/routes/docs.ts';
 import { eventsRouter } from './api/routes/events.ts';
 import { healthRouter } from './api/routes/health.ts';
@@ -58,6 +59,9 @@ function asApiError(error: unknown): ApiError | undefined {
     // The routes' own media-type check, stricter than ours (`application/json;`), and also applied to an empty body.
     if (error.status === 415) return new ApiError('invalid_request', 'Content-Type must be application/json');
   }
+  // A row the request's own statement refers to (its webhook, say) was deleted while it ran; the
+  // statement stored nothing.
+  if (isForeignKeyViolation(error)) return new ApiError('conflict', 'something this request refers to was deleted while it ran; nothing was stored');
   return undefined;
 }
 

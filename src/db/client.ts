@@ -136,6 +136,13 @@ function hasErrorCode(error: unknown, codes: ReadonlySet<string>): boolean {
   return false;
 }
 
+/** True when `error` is a foreign-key violation (23503): a row it refers to was deleted meanwhile. */
+export function isForeignKeyViolation(error: unknown): boolean {
+  return hasErrorCode(error, FOREIGN_KEY_VIOLATION);
+}
+
+const FOREIGN_KEY_VIOLATION = new Set(['23503']);
+
 /** Why the database was not available to a statement: see {@link databaseUnavailableReason}. */
 export type UnavailableReason = 'database_unreachable' | 'database_locked';
 

@@ -1,5 +1,5 @@
 import type { Database } from '../db/client.ts';
-import { markEventDispatched, recordEvent, type DeliveryTarget } from '../db/queries/events.ts';
+import { markEventDispatched, recordEvent, WebhookNotDeliverableError, type DeliveryTarget } from '../db/queries/events.ts';
 import type { EventRow } from '../db/schema.ts';
 import type { SecretBox } from '../secrets/crypto.ts';
 import type { DeliveryScheduler } from '../temporal/scheduler.ts';
@@ -70,9 +70,14 @@ export async function publishEvent(deps: PublishDeps, input: PublishEventInput, 
 
 /**
  * Publishes a sample `docauth.completed` to one webhook of `projectId` only: a real event,
- * stored, signed and retried like any other. No delivery is made when the webhook is not
- * active.
+ * stored, signed and retried like any other. When the webhook is not active (disabled or deleted
+ * since the caller looked), nothing is stored and this resolves to undefined.
  */
-export async function publishTestEvent(deps: PublishDeps, projectId: string, webhookId: string): Promise<PublishedEvent> {
-  return publishEvent(deps, { project_id: projectId, event: 'docauth.completed', data: sampleDocauthCompleted() }, webhookId);
+export async function publishTestEvent(deps: PublishDeps, projectId: string, webhookId: string): Promise<PublishedEvent | undefined> {
+  try {
+    return await publishEvent(deps, { project_id: projectId, event: 'docauth.completed', data: sampleDocauthCompleted() }, webhookId);
+  } catch (error) {
+    if (error instanceof WebhookNotDeliverableError) return undefined;
+    throw error;
+  }
 }

@@ -12,15 +12,15 @@ import type { Metrics } from '../metrics.ts';
 import { endOperation } from '../operations/lifecycle.ts';
 import type { DeliveryScheduler } from '../temporal/scheduler.ts';
 
-/** Operations looked at per run. */
+/** Operations looked at per run, drawn at random from those running (each costs a `describe`). */
 export const ORPHANED_OPERATIONS_BATCH = 100;
 
 /** What the check did, by problem. */
 export type OperationRepairs = Partial<Record<'operation_never_started' | 'operation_workflow_closed', number>>;
 
 /**
- * Looks at the operations `running` for more than `staleAfterMs` and repairs those with no
- * workflow running them:
+ * Looks at up to `batch` of the operations `running` for more than `staleAfterMs` and repairs
+ * those with no workflow running them:
  * - never started (its API process stopped first): started now, going on from what the database
  *   holds, as its request had asked;
  * - closed without recording its end: ended `failed`, after signalling the deliveries it had queued.
@@ -28,9 +28,10 @@ export type OperationRepairs = Partial<Record<'operation_never_started' | 'opera
 export async function repairOrphanedOperations(
   deps: { db: Database; scheduler: DeliveryScheduler; logger: Logger; metrics: Metrics },
   staleAfterMs: number,
+  batch = ORPHANED_OPERATIONS_BATCH,
 ): Promise<OperationRepairs> {
   const repairs: OperationRepairs = {};
-  for (const operation of await listRunningOperations(deps.db, new Date(Date.now() - staleAfterMs), ORPHANED_OPERATIONS_BATCH)) {
+  for (const operation of await listRunningOperations(deps.db, new Date(Date.now() - staleAfterMs), batch)) {
     const state = await deps.scheduler.operationWorkflowState(operation.id);
     if (state === 'running') continue;
     const problem = state === 'none' ? 'operation_never_started' : 'operation_workflow_closed';

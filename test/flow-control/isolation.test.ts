@@ -1,4 +1,6 @@
+import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { queryRows } from '../../src/db/client.ts';
 import { waitFor } from '../support/wait.ts';
 import { BASE, createWebhookFor, publishFor, waitForDelivery } from '../delivery/support.ts';
 import { startHarness, type Harness } from '../support/harness.ts';
@@ -122,6 +124,31 @@ describe('back-pressure and rate limits', () => {
     const refused = await h.request('PATCH', `${BASE}/webhooks/${webhookId}`, { token: key.token, body: { rate_limit: 0 } });
     expect(refused.status).toBe(400);
     expect(refused.body.error).toMatchObject({ code: 'invalid_request', message: expect.stringContaining('rate_limit') });
+  }, 30_000);
+
+  it('keeps the rate schedule when an update sends the rate_limit the webhook already has (as the portal form does)', async () => {
+    const { key, webhookId } = await createWebhookFor(h, `${receiver.url}/kept-rate`, { rate_limit: 0.01 });
+    for (let i = 0; i < 2; i += 1) await publishFor(h, key.projectId);
+    // The first send goes at once; the second waits for its start, 100 s later.
+    await waitFor('the first send', async () => requestsTo('kept-rate').length === 1);
+    const schedule = async () => {
+      const [row] = await queryRows<{ rate_next_at: string; starts: string[] }>(
+        h.db,
+        sql`select (select rate_next_at::text from webhooks where id = ${webhookId}) as rate_next_at,
+                   array(select not_before::text from send_places where scope = ${`w:${webhookId}`} and attempt is null and not_before > now() order by not_before) as starts`,
+      );
+      return row!;
+    };
+    await waitFor('the second send to have its start', async () => (await schedule()).starts.length === 1);
+    const before = await schedule();
+    const saved = await h.request('PATCH', `${BASE}/webhooks/${webhookId}`, {
+      token: key.token,
+      body: { url: `${receiver.url}/kept-rate`, events: ['docauth.completed'], status: 'active', rate_limit: 0.01 },
+    });
+    expect(saved.status).toBe(200);
+    expect(await schedule()).toEqual(before);
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    expect(requestsTo('kept-rate')).toHaveLength(1);
   }, 30_000);
 
   it('a raised rate_limit applies at once to the sends already waiting for their start under the old one', async () => {

@@ -6,6 +6,7 @@ import { createRetryOperation, findOperation, type OperationView } from '../../s
 import { deliveries, operationDeliveries } from '../../src/db/schema.ts';
 import { findWebhook } from '../../src/db/queries/webhooks.ts';
 import { repairOrphanedOperations } from '../../src/repair/orphaned-operations.ts';
+import { DeliveryScheduler } from '../../src/temporal/scheduler.ts';
 import { bulkRetryWorkflow } from '../../workflows/bulk-retry.ts';
 import { waitFor } from '../support/wait.ts';
 import { docauthData, startHarness, type Harness } from '../support/harness.ts';
@@ -279,6 +280,31 @@ describe('an operation no workflow runs', () => {
     expect(done).toMatchObject({ matched: 1, retried: 1 });
     const delivered = await waitForDelivery(h, key.token, webhookId, deliveryId!, (delivery) => delivery.status === 'delivered');
     expect(delivered.status).toBe('delivered');
+  }, 60_000);
+
+  it('is found by the repair check also when more healthy operations are running than a run looks at, older ones first', async () => {
+    // A healthy operation, the older: its workflow runs (on a task queue no worker polls, so it stays running).
+    const healthy = await createWebhookFor(h, receiver.url);
+    const running = await createRetryOperation(h.db, { projectId: healthy.key.projectId, webhookId: healthy.webhookId, statuses: ['dead_letter'], until: new Date() }, MAX_PER_PROJECT);
+    if (!('id' in running)) throw new Error(`operation refused: ${JSON.stringify(running)}`);
+    await new DeliveryScheduler(h.client, `${h.taskQueue}-unpolled`).startRetryOperation(running);
+    // Another project's operation, stored after it, whose API process stopped before starting it.
+    const orphan = await createWebhookFor(h, receiver.url);
+    const stored = await createRetryOperation(h.db, { projectId: orphan.key.projectId, webhookId: orphan.webhookId, statuses: ['dead_letter'], until: new Date() }, MAX_PER_PROJECT);
+    if (!('id' in stored)) throw new Error(`operation refused: ${JSON.stringify(stored)}`);
+    try {
+      // Runs that look at one operation each: the oldest-first order looked at the healthy one every time.
+      let runs = 0;
+      while ((await h.scheduler.operationWorkflowState(stored.id)) === 'none' && runs < 100) {
+        await repairOrphanedOperations(repairDeps(), 0, 1);
+        runs += 1;
+      }
+      expect(await h.scheduler.operationWorkflowState(stored.id)).not.toBe('none');
+      expect(await h.scheduler.operationWorkflowState(running.id)).toBe('running');
+    } finally {
+      await h.client.workflow.getHandle(running.id).terminate('end of test');
+      await repairOrphanedOperations(repairDeps(), 0);
+    }
   }, 60_000);
 
   it('ends when its workflow was ended from outside: cancelled by DELETE, failed by the repair check; the webhook can be retried again', async () => {

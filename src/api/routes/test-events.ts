@@ -36,9 +36,9 @@ export const testEventsRouter = createRouter().openapi(
     const quota = await c.var.quota.take(webhook.projectId);
     if (!quota.granted) throw await rateLimited(webhook.projectId, quota.retryAfterMs);
     const published = await c.var.publishLanes.run(webhook.projectId, () => publishTestEvent(c.var.deps, webhook.projectId, webhook.id));
-    const [deliveryId] = published.deliveryIds;
-    // Disabled or deleted between the check and the insert: nothing was queued.
-    if (!deliveryId) throw new ApiError('conflict', `webhook ${webhook.id} is no longer active; no test event was sent`);
+    // Disabled or deleted between the check and the insert: nothing was stored.
+    if (!published) throw new ApiError('conflict', `webhook ${webhook.id} is no longer active; no test event was sent`);
+    const deliveryId = published.deliveryIds[0]!;
     c.var.deps.metrics.eventsAccepted.inc();
     c.var.logger.info({ eventId: published.eventId, deliveryId }, 'test event accepted');
     return c.json(

@@ -1,5 +1,5 @@
 import { and, asc, eq, inArray, isNull, lt, or, sql } from 'drizzle-orm';
-import { queryRows, type Database } from '../client.ts';
+import { isForeignKeyViolation, queryRows, type Database } from '../client.ts';
 import { preparedPerDatabase } from '../prepared.ts';
 import { deliveries, events, webhooks, type EventRow } from '../schema.ts';
 import { listSubscribedWebhooks } from './webhooks.ts';
@@ -15,7 +15,7 @@ export interface NewEvent {
   event: string;
   occurredAt: Date;
   payload: Record<string, unknown>;
-  /** Deliver to this webhook only (a test event), when it is active and subscribed. */
+  /** Deliver to this webhook only (a test event); nothing is stored unless it is active and subscribed. */
   onlyWebhookId?: string | undefined;
   /** The trace context of the request that accepts it (`traceparent`), kept for the repair check. */
   traceparent?: string | undefined;
@@ -35,13 +35,40 @@ export interface RecordedEvent {
   created: boolean;
 }
 
+/** A test event's webhook was not active and subscribed when the event was to be stored: nothing was. */
+export class WebhookNotDeliverableError extends Error {
+  readonly webhookId: string;
+
+  constructor(webhookId: string) {
+    super(`webhook ${webhookId} is not active; no event was stored`);
+    this.name = 'WebhookNotDeliverableError';
+    this.webhookId = webhookId;
+  }
+}
+
+/** Tries of {@link recordEvent} when a webhook it chose is deleted before its deliveries are stored. */
+const RECORD_TRIES = 3;
+
 /**
  * Stores an event, its payload sealed with `box`, and one `pending` delivery per active,
  * subscribed webhook of its project, in one statement (atomic without a transaction block).
  * Publishing the same producer key again (also concurrently) returns the first event and its
- * deliveries unchanged.
+ * deliveries unchanged. A webhook deleted between the choice of webhooks and the statement fails
+ * the statement (nothing is stored): the choice is made again without it. With `onlyWebhookId`
+ * (a test event) and that webhook not active and subscribed, nothing is stored and
+ * {@link WebhookNotDeliverableError} is thrown.
  */
 export async function recordEvent(db: Database, box: SecretBox, input: NewEvent): Promise<RecordedEvent> {
+  for (let tries = 1; ; tries += 1) {
+    try {
+      return await recordEventOnce(db, box, input);
+    } catch (error) {
+      if (tries >= RECORD_TRIES || !isForeignKeyViolation(error)) throw error;
+    }
+  }
+}
+
+async function recordEventOnce(db: Database, box: SecretBox, input: NewEvent): Promise<RecordedEvent> {
   const now = new Date();
   const id = newId('event', now.getTime());
   const stored: EventRow = {
@@ -60,6 +87,7 @@ export async function recordEvent(db: Database, box: SecretBox, input: NewEvent)
   const subscribed = (await listSubscribedWebhooks(db, input.projectId, input.event)).filter(
     (webhook) => input.onlyWebhookId === undefined || webhook.id === input.onlyWebhookId,
   );
+  if (input.onlyWebhookId !== undefined && subscribed.length === 0) throw new WebhookNotDeliverableError(input.onlyWebhookId);
   const targets = subscribed.map((webhook) => ({
     deliveryId: newId('delivery', now.getTime()),
     webhookId: webhook.id,

@@ -109,13 +109,17 @@ export async function runningOperationsOf(db: Database, projectId: string): Prom
   return row!.n;
 }
 
-/** Operations still `running` that were created before `before`, the oldest first, at most `limit`. */
+/**
+ * Operations still `running` that were created before `before`, at most `limit`, in an order
+ * drawn anew on each call: when more are running than `limit`, the long ones that are healthy
+ * cannot keep another out of every call, as the oldest would if they always came first.
+ */
 export async function listRunningOperations(db: Database, before: Date, limit: number): Promise<OperationRow[]> {
   return db
     .select()
     .from(operations)
     .where(and(eq(operations.status, 'running'), lt(operations.createdAt, before)))
-    .orderBy(asc(operations.createdAt))
+    .orderBy(sql`random()`)
     .limit(limit);
 }
 

@@ -108,7 +108,8 @@ export interface UpdatedWebhook {
  * Applies a partial update and bumps `updated_at`. A new `rateLimit`
  * (or none) applies at once, in the same transaction: the rate schedule restarts from now, and the
  * sends already given a start under the old limit are spaced again by the new one, in the order
- * they had.
+ * they had. The limit it already has (the portal's form sends it with every save) changes nothing
+ * of the schedule.
  */
 export async function updateWebhook(db: Database, box: SecretBox, id: string, changes: WebhookChanges): Promise<UpdatedWebhook | undefined> {
   const { headers, ...fields } = changes;
@@ -120,8 +121,13 @@ export async function updateWebhook(db: Database, box: SecretBox, id: string, ch
       ? { disabledReason: whenWasDisabled<string | null>(webhooks.disabledReason), disabledAt: whenWasDisabled<Date | null>(webhooks.disabledAt), failingSince: whenWasDisabled<Date | null>(webhooks.failingSince) }
       : {};
   const sealed = headers !== undefined && { headersSealed: sealWebhookHeaders(box, id, headers), headersLegacy: null };
-  const rateChanged = changes.rateLimit !== undefined;
+  const rateGiven = changes.rateLimit !== undefined;
   const update = async (tx: Database) => {
+    let rateChanged = rateGiven;
+    if (rateGiven) {
+      const [current] = await tx.select({ rateLimit: webhooks.rateLimit }).from(webhooks).where(eq(webhooks.id, id)).for('update');
+      rateChanged = current !== undefined && current.rateLimit !== changes.rateLimit;
+    }
     const [row] = await tx
       .update(webhooks)
       .set({ ...fields, ...sealed, ...reenabled, ...(rateChanged && { rateNextAt: null }), updatedAt: new Date() })
@@ -131,7 +137,7 @@ export async function updateWebhook(db: Database, box: SecretBox, id: string, ch
     const startsBroughtForward = rateChanged ? await respaceRateStarts(tx, id, row.rateLimit) : [];
     return { row, startsBroughtForward };
   };
-  return rateChanged ? db.transaction(update) : update(db);
+  return rateGiven ? db.transaction(update) : update(db);
 }
 
 /**
