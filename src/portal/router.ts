@@ -10,14 +10,14 @@ import { PORTAL_BASE } from './link.ts';
 import { pageSession } from './pages.ts';
 import { deliveryPages } from './routes/deliveries.ts';
 import { webhookPages } from './routes/webhooks.ts';
-import { CSRF_FIELD, endBrowserSession, passedLinkPage, requirePortalSession, startBrowserSession, startLinkPage } from './session.ts';
+import { CSRF_FIELD, endBrowserSession, passedLinkPage, readForm, requirePortalSession, startBrowserSession, startLinkPage } from './session.ts';
 import { csrfField, page } from './views/layout.ts';
 
-const ASSETS: Record<string, { body: string; type: string }> = Object.fromEntries(
+const ASSETS = new Map(
   [
     ['portal.css', 'text/css; charset=utf-8'],
     ['portal.js', 'text/javascript; charset=utf-8'],
-  ].map(([name, type]) => [name, { body: readFileSync(new URL(`./assets/${name}`, import.meta.url), 'utf8'), type: type! }]),
+  ].map(([name, type]) => [name!, { body: readFileSync(new URL(`./assets/${name}`, import.meta.url), 'utf8'), type: type! }]),
 );
 
 /** Every portal answer: no framing, scripts and styles of the service only, nothing cached or leaked in a referrer. */
@@ -54,7 +54,7 @@ export function portalRouter(appFetch: AppFetch) {
   });
 
   portal.get('/assets/:name', (c) => {
-    const asset = ASSETS[c.req.param('name')];
+    const asset = ASSETS.get(c.req.param('name'));
     if (!asset) throw new PortalError(404, 'Not found', 'There is no such file.');
     return c.body(asset.body, 200, { 'Content-Type': asset.type, 'Cache-Control': 'public, max-age=300' });
   });
@@ -78,7 +78,7 @@ export function portalRouter(appFetch: AppFetch) {
   });
 
   portal.post('/enter', async (c) => {
-    const form = await c.req.parseBody();
+    const form = await readForm(c);
     if (!passedLinkPage(c, form[CSRF_FIELD])) {
       throw new PortalError(403, 'This form has expired', 'Open the link again, then press the button.');
     }

@@ -69,6 +69,18 @@ export function endBrowserSession(c: Context<PortalEnv>): void {
  * Every portal page but the link's page: a live session (its cookie, unexpired, not signed out,
  * its API key not revoked), and on every change the session's CSRF token in the form.
  */
+/**
+ * The posted form's fields (repeated ones as arrays). A body that is no form at all (a broken
+ * multipart body, say) is the sender's fault: a 400 page, not a failure of the portal.
+ */
+export async function readForm(c: Context<PortalEnv>): Promise<Record<string, string | File | (string | File)[]>> {
+  try {
+    return await c.req.parseBody({ all: true });
+  } catch {
+    throw new PortalError(400, 'This form could not be read', 'Go back, reload the page and send the form again.');
+  }
+}
+
 export const requirePortalSession = createMiddleware<PortalEnv>(async (c, next) => {
   const token = getCookie(c, SESSION_COOKIE);
   const found = token ? await authenticatePortalSession(c.var.deps.db, token) : undefined;
@@ -78,7 +90,7 @@ export const requirePortalSession = createMiddleware<PortalEnv>(async (c, next) 
   }
   const csrfToken = csrfTokenOf(token);
   if (c.req.method !== 'GET' && c.req.method !== 'HEAD') {
-    const form = await c.req.parseBody({ all: true });
+    const form = await readForm(c);
     const sent = form[CSRF_FIELD];
     if (typeof sent !== 'string' || !constantTimeEqual(sent, csrfToken)) {
       throw new PortalError(403, 'This form has expired', 'Reload the page and try again.');

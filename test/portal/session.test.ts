@@ -161,4 +161,19 @@ describe('the session', () => {
     expect(css.status).toBe(200);
     expect(css.headers.get('Content-Type')).toMatch(/^text\/css/);
   });
+
+  it('answers 404 for an asset that is not one, whatever its name, and 400 for a body that is no form, signed in or not', async () => {
+    const anyone = new PortalVisitor(h);
+    for (const name of ['constructor', '__proto__', 'toString', 'hasOwnProperty', 'nope.css']) {
+      expect((await anyone.get(`/portal/assets/${name}`)).status, name).toBe(404);
+    }
+    const broken = { method: 'POST', headers: { 'Content-Type': 'multipart/form-data; boundary=x' }, body: 'garbage' };
+    expect((await h.app.request('/portal/enter', broken)).status).toBe(400);
+    const key = await h.createKey();
+    const visitor = new PortalVisitor(h);
+    await visitor.signIn(key.token);
+    const signedIn = await h.app.request('/portal/webhooks', { ...broken, headers: { ...broken.headers, Cookie: visitor.cookie! } });
+    expect(signedIn.status).toBe(400);
+    expect(await signedIn.text()).toContain('This form could not be read');
+  });
 });
