@@ -100,3 +100,38 @@ describe('a test event for a webhook no longer active', () => {
     expect(await h.db.select().from(events).where(eq(events.projectId, key.projectId))).toEqual([]);
   });
 });
+
+describe('an event published again as the retention sweep deletes the first', () => {
+  it('is published anew, not answered 500', async () => {
+    const { key } = await createWebhookFor(h, RECEIVER);
+    const body = { project_id: key.projectId, id: 'published-twice', event: 'docauth.completed', data: docauthData() };
+    const first = await h.publish(body);
+    expect(first.status).toBe(202);
+    // Once: the second publish's insert meets the first event (and so inserts nothing), which is
+    // deleted before the read that follows, as a sweep between the two statements would.
+    await h.db.execute(sql`create table sweep_once (armed boolean)`);
+    await h.db.execute(sql`insert into sweep_once values (true)`);
+    await h.db.execute(sql`create function sweep_between() returns trigger language plpgsql as $$
+      begin
+        delete from sweep_once;
+        if found then
+          delete from deliveries where event_id in (select id from events where project_id = new.project_id and producer_event_id = new.producer_event_id);
+          delete from events where project_id = new.project_id and producer_event_id = new.producer_event_id;
+          return null;
+        end if;
+        return new;
+      end $$`);
+    await h.db.execute(sql`create trigger sweep_between before insert on events for each row execute function sweep_between()`);
+    try {
+      const again = await h.publish(body);
+      expect(again.status).toBe(202);
+      expect(again.body.data.event_id).not.toBe(first.body.data.event_id);
+      const stored = await h.db.select({ id: events.id }).from(events).where(eq(events.projectId, key.projectId));
+      expect(stored).toEqual([{ id: again.body.data.event_id }]);
+    } finally {
+      await h.db.execute(sql`drop trigger sweep_between on events`);
+      await h.db.execute(sql`drop function sweep_between()`);
+      await h.db.execute(sql`drop table sweep_once`);
+    }
+  });
+});

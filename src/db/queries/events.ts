@@ -46,7 +46,13 @@ export class WebhookNotDeliverableError extends Error {
   }
 }
 
-/** Tries of {@link recordEvent} when a webhook it chose is deleted before its deliveries are stored. */
+/** The event a producer key named was there for the insert and gone for the read that followed. */
+class EventGoneError extends Error {}
+
+/**
+ * Tries of {@link recordEvent} when a row it relied on is deleted under it: a webhook it chose,
+ * or the earlier event of the same producer key.
+ */
 const RECORD_TRIES = 3;
 
 /**
@@ -54,7 +60,8 @@ const RECORD_TRIES = 3;
  * subscribed webhook of its project, in one statement (atomic without a transaction block).
  * Publishing the same producer key again (also concurrently) returns the first event and its
  * deliveries unchanged. A webhook deleted between the choice of webhooks and the statement fails
- * the statement (nothing is stored): the choice is made again without it. With `onlyWebhookId`
+ * the statement (nothing is stored): the choice is made again without it; so is the whole when
+ * the earlier event of the key is deleted (by the retention sweep) as it is read. With `onlyWebhookId`
  * (a test event) and that webhook not active and subscribed, nothing is stored and
  * {@link WebhookNotDeliverableError} is thrown.
  */
@@ -63,7 +70,7 @@ export async function recordEvent(db: Database, box: SecretBox, input: NewEvent)
     try {
       return await recordEventOnce(db, box, input);
     } catch (error) {
-      if (tries >= RECORD_TRIES || !isForeignKeyViolation(error)) throw error;
+      if (tries >= RECORD_TRIES || !(isForeignKeyViolation(error) || error instanceof EventGoneError)) throw error;
     }
   }
 }
@@ -121,7 +128,9 @@ async function recordEventOnce(db: Database, box: SecretBox, input: NewEvent): P
     .select()
     .from(events)
     .where(and(eq(events.projectId, stored.projectId), eq(events.producerEventId, stored.producerEventId)));
-  return { event: existing!, deliveries: await deliveriesOf(db, existing!.id), created: false };
+  // Deleted between the two statements (the retention sweep took it): it is published anew.
+  if (!existing) throw new EventGoneError();
+  return { event: existing, deliveries: await deliveriesOf(db, existing.id), created: false };
 }
 
 /**
