@@ -16,14 +16,23 @@ const port = z
   .transform(Number)
   .pipe(z.number().min(1, 'must be a port number from 1 to 65535').max(65535, 'must be a port number from 1 to 65535'));
 
-/** A duration such as `30d`, `12h`, `15m` or `90s`, from `min` up. */
-const duration = (min: number) =>
+/** Ten years: longer than any period or interval means, and within what dates and timers can add. */
+const LONGEST_DURATION_MS = 3650 * 86_400_000;
+/** The longest statement or lock timeout PostgreSQL takes (its largest int, in ms): 24 days and a bit. */
+const LONGEST_DATABASE_TIMEOUT_MS = 24 * 86_400_000;
+
+/** A duration such as `30d`, `12h`, `15m` or `90s`, from `min` to `max`. */
+const duration = (min: number, max = LONGEST_DURATION_MS) =>
   z
     .string()
     .transform((value, context) => {
       const ms = parseDuration(value);
       if (ms === undefined || ms < min) {
         context.addIssue({ code: 'custom', message: `must be a duration of at least ${formatDuration(min)}, such as 30d, 12h, 15m or 90s` });
+        return z.NEVER;
+      }
+      if (ms > max) {
+        context.addIssue({ code: 'custom', message: `must be a duration of at most ${formatDuration(max)}` });
         return z.NEVER;
       }
       return ms;
@@ -96,8 +105,8 @@ const environmentVariables = z.object({
       .optional(),
   ),
   DATABASE_POOL_MAX: z.coerce.number().int().min(1).max(200).default(10),
-  DATABASE_STATEMENT_TIMEOUT: duration(1_000).prefault('30s'),
-  DATABASE_LOCK_TIMEOUT: duration(100).prefault('5s'),
+  DATABASE_STATEMENT_TIMEOUT: duration(1_000, LONGEST_DATABASE_TIMEOUT_MS).prefault('30s'),
+  DATABASE_LOCK_TIMEOUT: duration(100, LONGEST_DATABASE_TIMEOUT_MS).prefault('5s'),
   PGLITE_PORT: port.default(5433),
   TEMPORAL_ADDRESS: optionalString.pipe(
     z

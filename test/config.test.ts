@@ -112,6 +112,10 @@ describe('parseConfig', () => {
     );
     expect(configError({ RETENTION_PERIOD: '59m' }).message).toContain('RETENTION_PERIOD: must be a duration of at least 1h');
     expect(configError({ RETENTION_SWEEP_INTERVAL: '10s' }).message).toContain('RETENTION_SWEEP_INTERVAL: must be a duration of at least 1m');
+    // "Keep for ever" written as a huge period: refused, not a cutoff before year 1 that fails every sweep.
+    expect(configError({ RETENTION_PERIOD: '1000000d' }).message).toContain('RETENTION_PERIOD: must be a duration of at most 3650d');
+    expect(parseConfig({ RETENTION_PERIOD: '3650d' }).retention.periodMs).toBe(3650 * 86_400_000);
+    expect(configError({ DATABASE_STATEMENT_TIMEOUT: '25d' }).message).toContain('DATABASE_STATEMENT_TIMEOUT: must be a duration of at most 24d');
   });
 
   it('uses DATABASE_URL and TEMPORAL_ADDRESS when they are set', () => {
