@@ -481,6 +481,11 @@ describe('Helm chart deploy/helm/webhooks', () => {
     expect(metricsService.metadata.labels).toMatchObject(monitorSpec.selector.matchLabels);
     expect(find(manifests, 'Service', `${RELEASE}-api`).metadata.labels).not.toMatchObject(monitorSpec.selector.matchLabels);
     expect(monitorSpec.endpoints).toEqual([expect.objectContaining({ port: 'metrics', path: '/metrics' })]);
+    // The alert rules select the jobs webhooks-api and webhooks-worker: each pod's role names its job.
+    expect(monitorSpec.endpoints[0]).toMatchObject({
+      relabelings: [{ sourceLabels: ['__meta_kubernetes_pod_label_app_kubernetes_io_component'], targetLabel: 'job', replacement: 'webhooks-$1' }],
+    });
+    for (const role of ['api', 'worker'] as const) expect(pods[role].metadata.labels?.['app.kubernetes.io/component']).toBe(role);
     expect(rendering('defaults').manifests.some((manifest) => manifest.kind === SERVICE_MONITOR.kind)).toBe(false);
   });
 
