@@ -47,6 +47,7 @@ interface Container {
   startupProbe?: Probe;
   livenessProbe?: Probe;
   readinessProbe?: Probe;
+  lifecycle?: { preStop?: { sleep?: { seconds: number } } };
 }
 interface Volume {
   name: string;
@@ -487,6 +488,15 @@ describe('Helm chart deploy/helm/webhooks', () => {
     });
     for (const role of ['api', 'worker'] as const) expect(pods[role].metadata.labels?.['app.kubernetes.io/component']).toBe(role);
     expect(rendering('defaults').manifests.some((manifest) => manifest.kind === SERVICE_MONITOR.kind)).toBe(false);
+  });
+
+  it('keeps an API pod serving for a few seconds after its termination begins, while routes to it are withdrawn', () => {
+    const pods = podsByRole(rendering('defaults').manifests);
+    const api = containerOf(pods.api, 'api');
+    expect(api.lifecycle?.preStop?.sleep?.seconds).toBe(5);
+    // The sleep comes out of the grace period: the process still has time to finish its requests after it.
+    expect((pods.api.spec as { terminationGracePeriodSeconds: number }).terminationGracePeriodSeconds).toBeGreaterThan(5);
+    expect(containerOf(pods.worker, 'worker').lifecycle).toBeUndefined();
   });
 
   it('scales the workers with an autoscaling/v2 HorizontalPodAutoscaler, and gives each role a PodDisruptionBudget', () => {
