@@ -252,6 +252,18 @@ describe('health checks', () => {
     expect(response.body).toEqual({ status: 'ready', checks: { database: 'ok', temporal: 'ok' } });
   });
 
+  it('answers GET /readyz with 503 naming temporal when its namespace does not exist there', async () => {
+    const connection = await connectToTestTemporal((options) => Connection.connect(options));
+    try {
+      const app = createApp(isolatedDeps({ temporal: new Client({ connection, namespace: 'no-such-namespace' }) }, []));
+      const response = await json(await app.request('/readyz'));
+      expect(response.status).toBe(503);
+      expect(response.body.error).toEqual({ code: 'service_unavailable', message: 'not ready: temporal unreachable' });
+    } finally {
+      await connection.close();
+    }
+  });
+
   it('answers GET /readyz with 503 naming temporal when its connection is closed', async () => {
     const connection = await connectToTestTemporal((options) => Connection.connect(options));
     const client = new Client({ connection });

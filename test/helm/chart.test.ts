@@ -61,6 +61,7 @@ interface PodSpec {
   volumes?: Volume[];
   securityContext?: { runAsNonRoot?: boolean };
   automountServiceAccountToken?: boolean;
+  terminationGracePeriodSeconds?: number;
 }
 interface PodTemplate {
   metadata: { labels: Record<string, string> };
@@ -495,7 +496,7 @@ describe('Helm chart deploy/helm/webhooks', () => {
     const api = containerOf(pods.api, 'api');
     expect(api.lifecycle?.preStop?.sleep?.seconds).toBe(5);
     // The sleep comes out of the grace period: the process still has time to finish its requests after it.
-    expect((pods.api.spec as { terminationGracePeriodSeconds: number }).terminationGracePeriodSeconds).toBeGreaterThan(5);
+    expect(pods.api.spec.terminationGracePeriodSeconds).toBeGreaterThan(5);
     expect(containerOf(pods.worker, 'worker').lifecycle).toBeUndefined();
   });
 

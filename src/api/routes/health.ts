@@ -27,7 +27,8 @@ async function check(dependency: string, probe: () => Promise<unknown>): Promise
 }
 
 /**
- * `GET /healthz` (the process answers) and `GET /readyz` (database and Temporal reachable).
+ * `GET /healthz` (the process answers) and `GET /readyz` (database and Temporal reachable, the
+ * service's namespace there).
  * A 503 names the unreachable dependencies; their errors (hosts, driver messages) go to the log only.
  */
 export const healthRouter = new Hono<AppEnv>()
@@ -37,9 +38,11 @@ export const healthRouter = new Hono<AppEnv>()
     const failures = (
       await Promise.all([
         check('database', () => pingDatabase(db)),
+        // The namespace, not only the server: with a namespace that does not exist (a typo, a
+        // bootstrap not run) the server answers and every publish would fail.
         check('temporal', () =>
           temporal.connection.withDeadline(Date.now() + CHECK_TIMEOUT_MS, () =>
-            temporal.workflowService.getSystemInfo({}),
+            temporal.workflowService.describeNamespace({ namespace: temporal.options.namespace }),
           ),
         ),
       ])
