@@ -161,9 +161,10 @@ export function createDeliveryActivities({ db, secretBox, sender, logger, metric
       });
       await markDeadLetter(db, deliveryId, reason);
       wake(await releaseSendPlaces(db, deliveryId, null, flow.limits));
+      const disabled = await disableIfFailing(db, deliveryId, autoDisable);
+      // Counted once every write is done: a call that fails before is run again, and counts then.
       metrics.deliveriesFinished.inc({ status: 'dead_letter' });
       logger.warn({ deliveryId, reason }, 'delivery dead-lettered');
-      const disabled = await disableIfFailing(db, deliveryId, autoDisable);
       if (disabled) {
         metrics.webhooksAutoDisabled.inc();
         logger.warn(

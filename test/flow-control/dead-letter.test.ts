@@ -6,11 +6,13 @@
  * delivery of the webhook would queue behind it.
  */
 import { Client, Connection } from '@temporalio/client';
-import { eq } from 'drizzle-orm';
+import { eq, type SQL } from 'drizzle-orm';
+import { PgDialect } from 'drizzle-orm/pg-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { DatabaseHandle } from '../../src/db/client.ts';
 import { deliveries, sendWaiters } from '../../src/db/schema.ts';
 import { createSender } from '../../src/delivery/sender.ts';
+import { createMetrics } from '../../src/metrics.ts';
 import { acquireSendPlaces, releaseSendPlaces, type FlowLimits } from '../../src/flow-control/places.ts';
 import { generateEncryptionKey, SecretBox } from '../../src/secrets/crypto.ts';
 import { activityCompletion } from '../../src/temporal/activity-completion.ts';
@@ -72,5 +74,32 @@ describe('a dead letter in line', () => {
     expect(woken).not.toContain(deadLetter);
     expect(await acquireSendPlaces(handle.db, next, attemptOf(next), limits)).toMatchObject({ decision: 'granted' });
     expect(signalled).not.toContain(deadLetter);
+  });
+});
+
+describe('a dead letter whose activity fails after its row was written', () => {
+  it('is counted once, by the call that completes', async () => {
+    const project = await storedProject(handle.db, 'dead-letter-count');
+    const { ids } = await webhookWithDeliveries(handle.db, box, project, { url: 'https://127.0.0.1:1/hooks/dead-letter-count', count: 1 });
+    const metrics = createMetrics();
+    // The endpoint-health check, the last write, fails once (a lock timeout, a blip): Temporal runs the activity again.
+    let failures = 1;
+    const db = new Proxy(handle.db, {
+      get(target, property, receiver) {
+        if (property !== 'execute') return Reflect.get(target, property, receiver);
+        return (query: SQL) => {
+          if (failures > 0 && new PgDialect().sqlToQuery(query).sql.includes('disabled_reason =')) {
+            failures -= 1;
+            return Promise.reject(new Error('canceling statement due to lock timeout'));
+          }
+          return target.execute(query);
+        };
+      },
+    });
+    const activities = deliveryActivitiesFor({ db, secretBox: box, sender, limits, wake: async () => [], completion: activityCompletion(new Client({ connection: Connection.lazy({ address: '127.0.0.1:1' }) })), stopping: stopping.signal, metrics });
+    await expect(activities.markDeadLetter(ids[0]!, 'every attempt of the round failed')).rejects.toThrow('lock timeout');
+    await activities.markDeadLetter(ids[0]!, 'every attempt of the round failed');
+    expect(failures).toBe(0);
+    expect(await metrics.registry.getSingleMetricAsString('webhook_deliveries_finished_total')).toContain('webhook_deliveries_finished_total{status="dead_letter"} 1');
   });
 });
