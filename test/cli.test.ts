@@ -3,11 +3,13 @@ import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { X509Certificate } from 'node:crypto';
 import { createInterface } from 'node:readline';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { commands, runCli } from '../src/cli/commands.ts';
 import { localCertificate } from '../src/cli/certificate.ts';
+import { revokeApiKey } from '../src/db/queries/api-keys.ts';
 import { docauthData, startHarness, type Harness } from './support/harness.ts';
 
 const run = promisify(execFile);
@@ -176,6 +178,41 @@ describe('webhooks and deliveries commands', { timeout: COMMANDS_TIMEOUT_MS }, (
     }
     const remaining = JSON.parse((await cli(['webhooks', 'list', '--json'])).stdout);
     expect(remaining).toEqual([]);
+  });
+});
+
+describe('listen, when things go wrong', { timeout: COMMANDS_TIMEOUT_MS }, () => {
+  it('says so, exits 1 and names the webhook it registered when it cannot delete it on exit', async () => {
+    const own = await h.createKey();
+    const listener: ChildProcess = spawn(process.execPath, [...CLI, 'listen', '--port', '0', '--create-webhook', '--json', '--cert-dir', certDir], {
+      env: env({ WEBHOOKS_API_TOKEN: own.token }),
+    });
+    let stderr = '';
+    listener.stderr!.on('data', (chunk) => (stderr += String(chunk)));
+    const exited = new Promise<number | null>((resolve) => listener.once('exit', (code) => resolve(code)));
+    const lines = createInterface({ input: listener.stdout! });
+    const webhookId = await new Promise<string>((resolve) => lines.on('line', (line) => 'webhook_id' in JSON.parse(line) && resolve(JSON.parse(line).webhook_id)));
+    // Its key revoked meanwhile: the DELETE on exit is refused.
+    await revokeApiKey(h.db, own.id);
+    listener.kill('SIGTERM');
+    expect(await exited).toBe(1);
+    expect(stderr).toContain(`could not delete webhook ${webhookId} (401`);
+    expect(stderr).toContain(`npm run cli -- webhooks delete ${webhookId}`);
+  });
+
+  it('makes its certificate anew once it has expired (or is about to), and says it did', () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'listen-renew-'));
+    try {
+      const first = localCertificate(dir, 1);
+      expect(first.renewed).toBe(false);
+      expect(localCertificate(dir).cert).toBe(first.cert);
+      const dayAfter = localCertificate(dir, 30, undefined, Date.now() + 2 * 86_400_000);
+      expect(dayAfter.renewed).toBe(true);
+      expect(dayAfter.cert).not.toBe(first.cert);
+      expect(Date.parse(new X509Certificate(dayAfter.cert).validTo)).toBeGreaterThan(Date.now() + 29 * 86_400_000);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 

@@ -101,6 +101,9 @@ async function listen(config: Config, args: string[]): Promise<void> {
   }
 
   const certificate = localCertificate(values['cert-dir'] ?? path.join(config.dataDir, 'listen'));
+  if (certificate.renewed) {
+    console.error(`The certificate in ${certificate.certFile} had expired (or was about to): made a new one. Restart the service so that it trusts it.`);
+  }
   if (values.init) {
     console.log(
       values.json
@@ -133,7 +136,10 @@ async function listen(config: Config, args: string[]): Promise<void> {
     print(values.json ? { webhook_id: created.data.id, url } : `Created webhook ${created.data.id} → ${url}`);
     if (!values.keep) {
       cleanup = async () => {
-        await api.DELETE('/api-gateway/v2/webhooks/{id}', { params: { path: { id: created.data.id } } }).catch(() => undefined);
+        // Left behind, it would collect dead letters and count against the project's webhooks: say so.
+        await answer(api.DELETE('/api-gateway/v2/webhooks/{id}', { params: { path: { id: created.data.id } } })).catch((error: unknown) => {
+          throw new CliError(`could not delete webhook ${created.data.id} (${(error as Error).message}); delete it with: npm run cli -- webhooks delete ${created.data.id}`);
+        });
       };
     }
   }

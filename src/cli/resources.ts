@@ -35,6 +35,7 @@ const WEBHOOKS_USAGE = `usage:
   webhooks update <webhook id> [--url <url>] [--events <e1,e2>] [--status active|disabled] [--header Name=value]... [--rate-limit <per second>|none] [--standard-webhooks true|false]
   webhooks delete <webhook id>
   webhooks rotate-secret <webhook id> [--grace-period <duration: 90s, 30m, 24h, 7d>]
+--header on update replaces every custom header of the webhook: repeat the ones to keep.
 options: --json, --token <API token> (or WEBHOOKS_API_TOKEN), --api-url <url> (or WEBHOOKS_API_URL)`;
 
 /** `webhooks …`: the webhook operations of the v2 API. */
