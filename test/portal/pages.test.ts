@@ -1,3 +1,4 @@
+import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startHarness, type Harness } from '../support/harness.ts';
 import { PortalVisitor } from './support.ts';
@@ -87,6 +88,38 @@ describe('endpoints through the portal', () => {
     const cleared = await visitor.post(`/portal/webhooks/${id}`, { url: 'https://example.com/after', events: 'docauth.completed', headers: '', rate_limit: '' });
     expect(cleared.status).toBe(303);
     expect((await apiWebhook(id)).body.data).not.toHaveProperty('rate_limit');
+  });
+
+  it('saves only what the customer changed in the form: not a status the service set, nor a rate limit the API set, since the page loaded', async () => {
+    const { id } = await createdThroughPortal('https://example.com/stale', 'X-Old: 1');
+    const edit = await visitor.get(`/portal/webhooks/${id}/edit`);
+    expect(edit.status).toBe(200);
+    const loaded = /name="loaded" value="([^"]*)"/.exec(edit.html)![1]!.replaceAll('&quot;', '"').replaceAll('&amp;', '&');
+    // Meanwhile the service disables the failing endpoint, and an API client sets a rate limit.
+    await h.db.execute(sql`update webhooks set status = 'disabled', disabled_at = now(), disabled_reason = 'every attempt has failed since yesterday' where id = ${id}`);
+    expect((await h.request('PATCH', `${BASE}/webhooks/${id}`, { token: key.token, body: { rate_limit: 3 } })).status).toBe(200);
+
+    // The form as the page showed it, one header changed (a browser posts the textarea with CRLF).
+    const saved = await visitor.post(`/portal/webhooks/${id}`, {
+      url: 'https://example.com/stale',
+      events: 'docauth.completed',
+      status: 'active',
+      headers: 'X-Old: 1\r\nX-New: 2',
+      rate_limit: '',
+      loaded,
+    });
+    expect(saved.status).toBe(303);
+    const after = (await apiWebhook(id)).body.data;
+    expect(after).toMatchObject({ status: 'disabled', disabled_reason: 'every attempt has failed since yesterday', rate_limit: 3, headers: { 'X-Old': '1', 'X-New': '2' } });
+
+    // Saved again with nothing changed: nothing is written.
+    const edited = await visitor.get(`/portal/webhooks/${id}/edit`);
+    const again = /name="loaded" value="([^"]*)"/.exec(edited.html)![1]!.replaceAll('&quot;', '"').replaceAll('&amp;', '&');
+    const unchanged = await visitor.post(`/portal/webhooks/${id}`, {
+      url: 'https://example.com/stale', events: 'docauth.completed', status: 'disabled', headers: 'X-Old: 1\nX-New: 2', rate_limit: '3', loaded: again,
+    });
+    expect(unchanged.status).toBe(303);
+    expect((await apiWebhook(id)).body.data.updated_at).toBe(after.updated_at);
   });
 
   it('rotates the secret behind a confirmation and shows the new one once', async () => {

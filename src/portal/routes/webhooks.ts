@@ -1,5 +1,6 @@
 import { Hono, type Context } from 'hono';
 import { html } from 'hono/html';
+import { z } from 'zod';
 import { answered, portalApi, type AppFetch } from '../api.ts';
 import { ApiRefusal } from '../errors.ts';
 import type { PortalEnv } from '../env.ts';
@@ -33,6 +34,25 @@ function parseHeadersText(text: string): Record<string, string> {
   return headers;
 }
 
+/** What an edit form says it loaded (its `loaded` field); anything else is no such record. */
+const LoadedValuesSchema = z.object({
+  url: z.string(),
+  events: z.array(z.string()),
+  status: z.enum(['active', 'disabled']).optional(),
+  headers: z.string(),
+  rateLimit: z.string(),
+  standardWebhooks: z.boolean(),
+});
+
+function loadedValues(text: string): WebhookFormValues['loaded'] {
+  if (text === '') return undefined;
+  try {
+    return LoadedValuesSchema.parse(JSON.parse(text));
+  } catch {
+    return undefined;
+  }
+}
+
 function submittedValues(c: Context<PortalEnv>): WebhookFormValues {
   const status = formValue(c, 'status');
   return {
@@ -42,6 +62,34 @@ function submittedValues(c: Context<PortalEnv>): WebhookFormValues {
     headers: formValue(c, 'headers'),
     rateLimit: formValue(c, 'rate_limit').trim(),
     standardWebhooks: formValue(c, 'standard_webhooks') === 'true',
+    loaded: loadedValues(formValue(c, 'loaded')),
+  };
+}
+
+/** A textarea's text as browsers post it (CRLF) or as the page wrote it (LF), compared alike. */
+const sameText = (a: string, b: string) => a.replace(/\r\n/g, '\n').trim() === b.replace(/\r\n/g, '\n').trim();
+
+/**
+ * The update an edit form asks for: every field with no record of what the page loaded, else only
+ * those the customer changed.
+ */
+function changedFields(values: WebhookFormValues) {
+  const was = values.loaded;
+  const changed = {
+    url: !was || values.url !== was.url,
+    events: !was || [...values.events].sort().join() !== [...was.events].sort().join(),
+    status: !was || values.status !== was.status,
+    headers: !was || !sameText(values.headers, was.headers),
+    rateLimit: !was || values.rateLimit !== was.rateLimit,
+    standardWebhooks: !was || values.standardWebhooks !== was.standardWebhooks,
+  };
+  return {
+    ...(changed.url && { url: values.url }),
+    ...(changed.events && { events: values.events as ['docauth.completed'] }),
+    ...(changed.status && values.status !== undefined && { status: values.status }),
+    ...(changed.headers && { headers: parseHeadersText(values.headers) }),
+    ...(changed.rateLimit && { rate_limit: rateLimitOf(values) }),
+    ...(changed.standardWebhooks && { standard_webhooks: values.standardWebhooks }),
   };
 }
 
@@ -150,7 +198,7 @@ async function endpointPage(c: Context<PortalEnv>, appFetch: AppFetch): Promise<
 async function editPage(c: Context<PortalEnv>, appFetch: AppFetch): Promise<Response> {
   const id = c.req.param('id')!;
   const { data: webhook } = await answered(portalApi(c, appFetch).GET('/api-gateway/v2/webhooks/{id}', { params: { path: { id } } }));
-  const values = {
+  const loaded = {
     url: webhook.url,
     events: webhook.events,
     status: webhook.status,
@@ -158,6 +206,7 @@ async function editPage(c: Context<PortalEnv>, appFetch: AppFetch): Promise<Resp
     rateLimit: webhook.rate_limit === undefined ? '' : String(webhook.rate_limit),
     standardWebhooks: webhook.standard_webhooks,
   };
+  const values = { ...loaded, loaded };
   return render(
     c,
     { title: 'Edit endpoint', breadcrumbs: [...HOME, { href: webhookPath(id), label: webhook.url }] },
@@ -171,19 +220,10 @@ async function updateEndpoint(c: Context<PortalEnv>, appFetch: AppFetch): Promis
   const values = submittedValues(c);
   return orFormAgain(
     async () => {
-      await answered(
-        portalApi(c, appFetch).PATCH('/api-gateway/v2/webhooks/{id}', {
-          params: { path: { id } },
-          body: {
-            url: values.url,
-            events: values.events as ['docauth.completed'],
-            status: values.status,
-            headers: parseHeadersText(values.headers),
-            rate_limit: rateLimitOf(values),
-            standard_webhooks: values.standardWebhooks,
-          },
-        }),
-      );
+      const body = changedFields(values);
+      if (Object.keys(body).length > 0) {
+        await answered(portalApi(c, appFetch).PATCH('/api-gateway/v2/webhooks/{id}', { params: { path: { id } }, body }));
+      }
       return redirectAfterChange(c, webhookPath(id), 'updated');
     },
     (message) =>

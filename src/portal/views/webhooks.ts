@@ -54,6 +54,12 @@ export interface WebhookFormValues {
   rateLimit: string;
   /** Also send the Standard Webhooks headers. */
   standardWebhooks: boolean;
+  /**
+   * An edit form's values as the page loaded them, sent back with the form: a save changes only
+   * the fields the customer changed, not what the service or the API changed since (a status the
+   * service set to disabled, a rate limit).
+   */
+  loaded?: Omit<WebhookFormValues, 'loaded'> | undefined;
 }
 
 /** Custom headers as the form's text: one `Name: value` per line. */
@@ -72,7 +78,7 @@ export function webhookForm(session: PageSession, action: string, values: Webhoo
   const blamed = blamedFields(error);
   const invalid = (field: string) => (blamed.has(field) ? html` aria-invalid="true" aria-describedby="${field}-hint form-error"` : html` aria-describedby="${field}-hint"`);
   return html`<form method="post" action="${action}" class="stacked-form" novalidate>
-  ${csrfField(session)}
+  ${csrfField(session)}${values.loaded ? html`<input type="hidden" name="loaded" value="${JSON.stringify(values.loaded)}">` : ''}
   <div class="field">
     <label for="url">Endpoint URL</label>
     <input id="url" name="url" type="url" inputmode="url" autocomplete="url" required value="${values.url}"${invalid('url')}>
