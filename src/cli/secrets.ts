@@ -25,15 +25,23 @@ async function reseal(config: Config, args: string[]): Promise<void> {
     const payloads = await resealEventPayloads(database.db, box);
     console.log(
       values.json
-        ? JSON.stringify({ resealed, payloads_resealed: payloads, unopenable_webhooks: unopenable })
-        : `Resealed the secret and headers of ${resealed} webhook${resealed === 1 ? '' : 's'} and ${payloads} event payload${payloads === 1 ? '' : 's'} under the current key.`,
+        ? JSON.stringify({ resealed, payloads_resealed: payloads.resealed, unopenable_webhooks: unopenable, unopenable_events: payloads.unopenable })
+        : `Resealed the secret and headers of ${resealed} webhook${resealed === 1 ? '' : 's'} and ${payloads.resealed} event payload${payloads.resealed === 1 ? '' : 's'} under the current key.`,
     );
+    const problems: string[] = [];
     if (unopenable.length > 0) {
-      throw new CliError(
+      problems.push(
         `the secret or headers of ${unopenable.length} webhook${unopenable.length === 1 ? '' : 's'} do not open (sealed for another webhook or altered; left as they are): ${unopenable.join(', ')}. ` +
           'Rotate their secret and set their headers again (POST /webhooks/{id}/rotate-secret, PATCH /webhooks/{id}).',
       );
     }
+    if (payloads.unopenable.length > 0) {
+      problems.push(
+        `the payload of ${payloads.unopenable.length} event${payloads.unopenable.length === 1 ? '' : 's'} does not open (altered, or under a key not configured; left as it is): ${payloads.unopenable.join(', ')}. ` +
+          'Keep the key it was sealed with in SECRET_ENCRYPTION_PREVIOUS_KEYS until these are resealed or erased.',
+      );
+    }
+    if (problems.length > 0) throw new CliError(problems.join('\n'));
   } finally {
     await database.close();
   }

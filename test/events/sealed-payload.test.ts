@@ -1,7 +1,7 @@
 import { eq, sql } from 'drizzle-orm';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { queryRows } from '../../src/db/client.ts';
-import { eraseEventPayloads, recordEvent } from '../../src/db/queries/events.ts';
+import { eraseEventPayloads, recordEvent, resealEventPayloads } from '../../src/db/queries/events.ts';
 import { events } from '../../src/db/schema.ts';
 import { openPayload } from '../../src/db/sealing.ts';
 import { newId } from '../../src/ids.ts';
@@ -71,7 +71,7 @@ it('`secrets reseal` moves payloads to the new key and seals those an earlier re
   });
 
   expect(result.stderr).toBe('');
-  expect(JSON.parse(result.stdout)).toEqual({ resealed: 1, payloads_resealed: before[0]!.count, unopenable_webhooks: [] });
+  expect(JSON.parse(result.stdout)).toEqual({ resealed: 1, payloads_resealed: before[0]!.count, unopenable_webhooks: [], unopenable_events: [] });
   const onlyNew = new SecretBox(newKey);
   expect(openPayload(onlyNew, await eventRow(sealed.event.id))).toMatchObject({ request_id: 'req-rotated' });
   const legacy = await eventRow(legacyId);
@@ -84,4 +84,26 @@ it('`secrets reseal` moves payloads to the new key and seals those an earlier re
   expect((await eraseEventPayloads(database.db, onlyNew, projectId, { requestId: 'req-rotated' })).map((e) => e.eventId)).toEqual([
     sealed.event.id,
   ]);
+});
+
+it('reseals every payload but one that does not open, which it reports and leaves as it is', async () => {
+  const rotated = new SecretBox(generateEncryptionKey(), [newKey, oldKey]);
+  const recorded = [];
+  for (let i = 0; i < 5; i += 1) recorded.push(await record(docauthData()));
+  const [first, broken] = recorded.slice(0, 2).map((one) => one.event.id) as [string, string];
+  // The second event's payload altered: a sealed payload of another event copied onto it.
+  const copied = (await eventRow(first)).payloadSealed;
+  await database.db.update(events).set({ payloadSealed: copied }).where(eq(events.id, broken));
+
+  // Two a batch: the broken row sits in the first one, the rest come after it.
+  const result = await resealEventPayloads(database.db, rotated, 2);
+  expect(result.unopenable).toEqual([broken]);
+  const current = `v1:${rotated.currentKeyId}:`;
+  for (const { event } of recorded) {
+    const row = await eventRow(event.id);
+    if (event.id === broken) expect(row.payloadSealed).toBe(copied);
+    else expect(row.payloadSealed!.startsWith(current), event.id).toBe(true);
+  }
+  const [{ left }] = (await queryRows<{ left: number }>(database.db, sql`select count(*)::int as left from events where payload_sealed not like ${`${current}%`} or payload is not null`)) as [{ left: number }];
+  expect(left).toBe(1);
 });

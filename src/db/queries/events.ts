@@ -1,4 +1,4 @@
-import { and, asc, eq, inArray, isNull, lt, or, sql } from 'drizzle-orm';
+import { and, asc, eq, gt, inArray, isNull, lt, or, sql } from 'drizzle-orm';
 import { isForeignKeyViolation, queryRows, type Database } from '../client.ts';
 import { preparedPerDatabase } from '../prepared.ts';
 import { deliveries, events, webhooks, type EventRow } from '../schema.ts';
@@ -197,35 +197,54 @@ export async function listUndispatchedEvents(
   return Promise.all(rows.map(async ({ event }) => ({ event, deliveries: await deliveriesOf(db, event.id) })));
 }
 
+/** What {@link resealEventPayloads} did. */
+export interface PayloadReseal {
+  resealed: number;
+  /** Events whose payload does not open (altered, or under a key not configured), left as they are. */
+  unopenable: string[];
+}
+
 /**
  * Seals again, under the box's current key, every payload sealed with an older key, and seals
  * the payloads that releases before sealing stored in clear (clearing them), `batchSize` rows
- * per transaction; the request-id lookup hashes are remade with them. Returns how many rows
- * were resealed.
+ * per transaction, in id order; the request-id lookup hashes are remade with them. A payload
+ * that does not open is left as it is and reported, and the rest go on.
  */
-export async function resealEventPayloads(db: Database, box: SecretBox, batchSize = 500): Promise<number> {
+export async function resealEventPayloads(db: Database, box: SecretBox, batchSize = 500): Promise<PayloadReseal> {
   const currentPrefix = `v1:${box.currentKeyId}:%`;
-  let resealed = 0;
-  for (;;) {
-    const done = await db.transaction(async (tx) => {
+  const result: PayloadReseal = { resealed: 0, unopenable: [] };
+  for (let after = ''; ; ) {
+    const last = await db.transaction(async (tx) => {
       const rows = await tx
         .select({ id: events.id, projectId: events.projectId, payloadSealed: events.payloadSealed, payloadLegacy: events.payloadLegacy })
         .from(events)
-        .where(sql`${events.payloadLegacy} is not null or (${events.payloadSealed} is not null and ${events.payloadSealed} not like ${currentPrefix})`)
+        .where(
+          and(
+            gt(events.id, after),
+            sql`(${events.payloadLegacy} is not null or (${events.payloadSealed} is not null and ${events.payloadSealed} not like ${currentPrefix}))`,
+          ),
+        )
         .orderBy(asc(events.id))
         .limit(batchSize)
-        .for('update', { skipLocked: true });
+        .for('update');
       for (const row of rows) {
-        const data = openPayload(box, row)!;
+        let data: Record<string, unknown>;
+        try {
+          data = openPayload(box, row)!;
+        } catch {
+          result.unopenable.push(row.id);
+          continue;
+        }
         await tx
           .update(events)
           .set({ ...sealPayload(box, row.id, row.projectId, data), payloadLegacy: null })
           .where(eq(events.id, row.id));
+        result.resealed += 1;
       }
-      resealed += rows.length;
-      return rows.length < batchSize;
+      return rows.length < batchSize ? undefined : rows.at(-1)!.id;
     });
-    if (done) return resealed;
+    if (last === undefined) return result;
+    after = last;
   }
 }
 
