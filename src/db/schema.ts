@@ -413,6 +413,14 @@ export const operations = pgTable(
     selectionComplete: boolean('selection_complete').notNull().default(true),
     createdAt: createdAt(),
     finishedAt: timestamp('finished_at', { withTimezone: true, mode: 'date' }),
+    /**
+     * Its counts as it ended, kept on the row: the retention sweep later deletes the deliveries
+     * it matched, and their `operation_deliveries` rows with them. Null while it runs (and on
+     * operations that ended before these columns existed).
+     */
+    matchedCount: integer('matched_count'),
+    retriedCount: integer('retried_count'),
+    skippedCount: integer('skipped_count'),
   },
   (table) => [
     index('operations_webhook_idx').on(table.webhookId, table.id),

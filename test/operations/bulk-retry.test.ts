@@ -113,6 +113,11 @@ describe('POST /webhooks/{id}/deliveries/retry', () => {
     expect(answeredOk.map((request) => request.id).sort()).toEqual([...ids].sort());
     const byOperation = answeredOk.filter((request) => request.id !== ids[8]).map((request) => request.at);
     expect(spanMs(byOperation)).toBeGreaterThan(minimumSpanMs(byOperation.length));
+
+    // The retention sweep deletes the deliveries, with the operation's own rows of them: its counts stay.
+    await h.db.delete(deliveries).where(inArray(deliveries.id, ids));
+    const swept = await h.request('GET', `${BASE}/webhooks/${webhookId}/operations/${started.body.data.id}`, { token: key.token });
+    expect(swept.body.data).toEqual(done);
   }, TEST_MS);
 
   it('stops after the delivery in hand when cancelled, and records itself cancelled with the count it reached', async () => {

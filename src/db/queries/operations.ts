@@ -130,6 +130,9 @@ export async function findOperation(db: Database, webhookId: string, id: string)
     .from(operations)
     .where(and(eq(operations.id, id), eq(operations.webhookId, webhookId)));
   if (!operation) return undefined;
+  if (operation.matchedCount !== null) {
+    return { ...operation, matched: operation.matchedCount, retried: operation.retriedCount ?? 0, skipped: operation.skippedCount ?? 0 };
+  }
   const counts = await db
     .select({ state: operationDeliveries.state, n: sql<number>`count(*)::int` })
     .from(operationDeliveries)
@@ -187,11 +190,16 @@ export async function markOperationItemRetried(db: Database, operationId: string
     .where(and(eq(operationDeliveries.operationId, operationId), eq(operationDeliveries.deliveryId, deliveryId)));
 }
 
-/** Ends a running operation with `status` (a finished one keeps its end); true when this call ended it. */
+/**
+ * Ends a running operation with `status` (a finished one keeps its end), its counts kept on its
+ * row; true when this call ended it.
+ */
 export async function finishOperation(db: Database, operationId: string, status: Exclude<OperationStatus, 'running'>): Promise<boolean> {
+  const countOf = (state?: string) =>
+    sql<number>`(select count(*)::int from ${operationDeliveries} where ${operationDeliveries.operationId} = ${operationId}${state ? sql` and ${operationDeliveries.state} = ${state}` : sql``})`;
   const ended = await db
     .update(operations)
-    .set({ status, finishedAt: new Date() })
+    .set({ status, finishedAt: new Date(), matchedCount: countOf(), retriedCount: countOf('retried'), skippedCount: countOf('skipped') })
     .where(and(eq(operations.id, operationId), eq(operations.status, 'running'), isNull(operations.finishedAt)))
     .returning({ id: operations.id });
   return ended.length > 0;
