@@ -98,8 +98,11 @@ export interface DeliveryWorker {
  */
 const TURN_RESERVATION_MS = 60_000;
 
-/** How long a stopping worker waits for the sends in its background: their exchanges end within DELIVERY_TIMEOUT_MS. */
-const SENDS_DRAIN_MS = 35_000;
+/**
+ * How long a stopping worker waits for its sends beyond DELIVERY_TIMEOUT_MS, within which their
+ * exchanges end: for recording their outcomes.
+ */
+const DRAIN_MARGIN_MS = 5_000;
 
 /** Time a send's place is held beyond the HTTP exchange's limit, for its database statements. */
 const HOLD_MARGIN_MS = 30_000;
@@ -182,7 +185,8 @@ export async function startDeliveryWorker(options: DeliveryWorkerOptions): Promi
     },
     maxCachedWorkflows: options.maxCachedWorkflows,
     ...(options.activitySlots !== undefined && { maxConcurrentActivityTaskExecutions: options.activitySlots }),
-    shutdownGraceTime: '35s',
+    // Activities still preparing a send get as long as the sends in the background.
+    shutdownGraceTime: options.delivery.timeoutMs + DRAIN_MARGIN_MS,
     ...options.tracing?.workerOptions,
   });
   options.logger.info({ taskQueue: options.taskQueue, bundle: prebuilt ?? 'compiled at start', tracing }, 'worker started');
@@ -192,7 +196,7 @@ export async function startDeliveryWorker(options: DeliveryWorkerOptions): Promi
     // for exchanges and a report's call under way, never for a Temporal it cannot reach: the
     // deliveries ask again by themselves, and an unreported attempt is retried once its heartbeat lapses.
     stopping.abort();
-    const left = await sends.drain(SENDS_DRAIN_MS);
+    const left = await sends.drain(options.delivery.timeoutMs + DRAIN_MARGIN_MS);
     if (left > 0) options.logger.warn({ left }, 'stopped with sends still in flight: their attempts are retried once their heartbeats lapse');
     sender.close();
   });

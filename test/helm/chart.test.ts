@@ -524,6 +524,11 @@ describe('Helm chart deploy/helm/webhooks', () => {
     expect(attempt(['-f', secretsFile, '--set', 'secrets.encryptionKey=c2hvcnQ='])).toThrow(/must be 32 bytes encoded in base64/);
     expect(attempt(['-f', secretsFile, '--set', 'config.TEMPORAL_ADDRESS=elsewhere:7233'])).toThrow(/config\.TEMPORAL_ADDRESS is set by the chart/);
     expect(attempt(['-f', secretsFile, '--set', 'api.replica=3'])).toThrow(/additional properties 'replica' not allowed/);
+    // A worker's pods must outlast the wait for its sends, which a longer DELIVERY_TIMEOUT_MS lengthens.
+    expect(attempt(['-f', secretsFile, '--set-string', 'config.DELIVERY_TIMEOUT_MS=120000'])).toThrow(
+      /worker\.terminationGracePeriodSeconds \(45\) must be at least 130: a stopping worker waits up to DELIVERY_TIMEOUT_MS and 5 s \(125 s\)/,
+    );
+    expect(attempt(['-f', secretsFile, '--set-string', 'config.DELIVERY_TIMEOUT_MS=120000', '--set', 'worker.terminationGracePeriodSeconds=130'])).not.toThrow();
   });
 
   it('versions the chart with the service: its appVersion is package.json version', () => {
