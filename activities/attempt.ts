@@ -7,7 +7,7 @@
 import { ApplicationFailure, type RetryPolicy } from '@temporalio/common';
 import type { Logger } from 'pino';
 import { retryWhileUnavailable, type Database, type UnavailableTries } from '../src/db/client.ts';
-import { finishAttempt, startAttempt, type AttemptResult } from '../src/db/queries/deliveries.ts';
+import { finishAttempt, SealedDataUnopenableError, startAttempt, type AttemptResult } from '../src/db/queries/deliveries.ts';
 import type { DeliveryRow, EventRow, WebhookRow } from '../src/db/schema.ts';
 import { buildNotificationBody, buildNotificationHeaders } from '../src/delivery/notification.ts';
 import type { Sender, SendResult } from '../src/delivery/sender.ts';
@@ -53,8 +53,8 @@ export interface PolicyPosition {
 /**
  * Opens the attempt of `deliveryId` (one statement) and builds its signed request. Answers
  * `gone` when the delivery no longer exists and `delivered` when it was delivered already (no
- * attempt is made); throws a non-retryable failure when its webhook is disabled or its event's
- * data erased. While the database is not available (for `tries.reasons`) the statement is tried
+ * attempt is made); throws a non-retryable failure when its webhook is disabled, its event's
+ * data erased, or its sealed data does not open (the attempt then closed as `refused`). While the database is not available (for `tries.reasons`) the statement is tried
  * again, as the same attempt, until `tries.until`: an answer lost after its commit neither counts
  * a second attempt nor leaves a row that never sent anything to be closed as timed out.
  */
@@ -65,7 +65,16 @@ export async function prepareAttempt(
 ): Promise<PreparedAttempt | 'gone' | 'delivered'> {
   const startedAt = new Date();
   const attemptId = newId('attempt', startedAt.getTime());
-  const started = await retryWhileUnavailable(() => startAttempt(deps.db, deps.secretBox, deliveryId, startedAt, attemptId), tries);
+  const started = await retryWhileUnavailable(() => startAttempt(deps.db, deps.secretBox, deliveryId, startedAt, attemptId), tries).catch((error: unknown) => {
+    if (!(error instanceof SealedDataUnopenableError)) throw error;
+    annotateActiveSpan({ [SpanAttributes.outcome]: 'sealed_data_unopenable' });
+    deps.logger.error({ err: error, deliveryId }, 'a delivery cannot be sent: its sealed data does not open');
+    throw ApplicationFailure.create({
+      type: NON_RETRYABLE.sealedDataUnopenable,
+      message: NON_RETRYABLE_REASONS[NON_RETRYABLE.sealedDataUnopenable]!,
+      nonRetryable: true,
+    });
+  });
   if (!started) {
     annotateActiveSpan({ [SpanAttributes.outcome]: 'gone' });
     return 'gone';

@@ -238,8 +238,22 @@ export async function startAttempt(
   const attemptNumber = openedNumber ?? earlierNumber;
   if (attemptNumber === null) return context;
   const { event, webhook } = context;
-  const opened = { data: openPayload(box, event)!, secrets: openWebhookSigningSecrets(box, webhook, startedAt), customHeaders: openWebhookHeaders(box, webhook) };
+  let opened;
+  try {
+    opened = { data: openPayload(box, event)!, secrets: openWebhookSigningSecrets(box, webhook, startedAt), customHeaders: openWebhookHeaders(box, webhook) };
+  } catch (error) {
+    // Nothing can be sent, now or on a retry: the attempt is closed as the service's refusal, not
+    // left to time out as if the endpoint had been tried.
+    const reason = `not sent: ${(error as Error).message}`;
+    await db.update(deliveryAttempts).set({ outcome: 'refused', error: reason, durationMs: 0 }).where(and(eq(deliveryAttempts.id, attemptId), eq(deliveryAttempts.outcome, 'in_progress')));
+    throw new SealedDataUnopenableError(`delivery ${deliveryId}: ${reason}`);
+  }
   return { ...context, attempt: { attemptId, attemptNumber, ...opened } };
+}
+
+/** A delivery's sealed payload, secret or headers did not open when its attempt started: nothing was sent. */
+export class SealedDataUnopenableError extends Error {
+  override name = 'SealedDataUnopenableError';
 }
 
 /** How an attempt ended. */

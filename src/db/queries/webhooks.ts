@@ -218,12 +218,28 @@ async function respaceRateStarts(tx: Database, webhookId: string, rateLimit: num
   return rows.filter((row) => row.earlier).map((row) => row.delivery_id);
 }
 
+/** Deliveries of a webhook being deleted that one statement deletes, with their attempts. */
+export const WEBHOOK_DELETE_BATCH = 2_000;
+
 /**
  * Deletes a webhook with its deliveries and attempts; returns the ids of the deliveries
- * that were not yet delivered, whose workflows the caller cancels.
+ * that were not yet delivered, whose workflows the caller cancels. Its deliveries go first,
+ * `WEBHOOK_DELETE_BATCH` a statement: however long its history, no statement outlasts
+ * DATABASE_STATEMENT_TIMEOUT, and the webhook's row, which publishing to it locks, is held only
+ * by the last transaction, which deletes what came in meanwhile. A delete stopped part way has
+ * deleted history only: asked again, it goes on.
  */
 export async function deleteWebhook(db: Database, id: string): Promise<string[] | undefined> {
-  return db.transaction(async (tx) => {
+  const notDelivered: string[] = [];
+  for (;;) {
+    const batch = await queryRows<{ id: string; status: string }>(
+      db,
+      sql`delete from deliveries where id in (select id from deliveries where webhook_id = ${id} limit ${WEBHOOK_DELETE_BATCH}) returning id, status`,
+    );
+    for (const row of batch) if (row.status !== 'delivered') notDelivered.push(row.id);
+    if (batch.length < WEBHOOK_DELETE_BATCH) break;
+  }
+  const rest = await db.transaction(async (tx) => {
     const open = await tx
       .select({ id: deliveries.id })
       .from(deliveries)
@@ -234,6 +250,7 @@ export async function deleteWebhook(db: Database, id: string): Promise<string[] 
     await tx.delete(sendPlaces).where(eq(sendPlaces.scope, `w:${id}`));
     return removed.length === 0 ? undefined : open.map((row) => row.id);
   });
+  return rest && [...notDelivered, ...rest];
 }
 
 /** The active webhooks of a project subscribed to `event`. */
