@@ -4,6 +4,7 @@ import { queryRows } from '../../src/db/client.ts';
 import { resealWebhookSecrets } from '../../src/db/queries/webhooks.ts';
 import { verifyWebhook } from '../../src/receiver/index.ts';
 import { generateWebhookSecret } from '../../src/secrets/crypto.ts';
+import { NON_RETRYABLE, NON_RETRYABLE_REASONS } from '../../workflows/failure-types.ts';
 import { startHarness, type Harness } from '../support/harness.ts';
 import { startHttpsReceiver, type HttpsReceiver } from '../support/https-receiver.ts';
 
@@ -49,14 +50,19 @@ async function sendTestEvent(webhookId: string): Promise<string> {
 
 const requestsFor = (deliveryId: string) => receiver.requests.filter((request) => request.headers['x-service-delivery-id'] === deliveryId);
 
-/** Waits until the delivery reached the receiver, or one of its send attempts failed inside the worker. */
+/**
+ * Waits until the delivery reached the receiver, or its send failed inside the worker: a secret
+ * that does not open dead-letters it at its first attempt, which sent nothing.
+ */
 async function firstOutcome(deliveryId: string): Promise<'sent' | 'send failed'> {
   const deadline = Date.now() + 45_000;
   while (Date.now() < deadline) {
     if (requestsFor(deliveryId).length > 0) return 'sent';
-    // A failed attempt the activity's retry policy will retry shows on the pending activity.
-    const described = await h.client.workflow.getHandle(deliveryId).describe().catch(() => undefined);
-    if (described?.raw.pendingActivities?.some((activity) => activity.lastFailure)) return 'send failed';
+    const [row] = await queryRows<{ status: string; last_error: string | null }>(h.db, sql`select status, last_error from deliveries where id = ${deliveryId}`);
+    if (row?.status === 'dead_letter') {
+      expect(row.last_error).toBe(NON_RETRYABLE_REASONS[NON_RETRYABLE.sealedDataUnopenable]);
+      return 'send failed';
+    }
     await new Promise((resolve) => setTimeout(resolve, 200));
   }
   throw new Error(`delivery ${deliveryId} was neither sent nor failed`);
