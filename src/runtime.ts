@@ -131,6 +131,7 @@ async function startWorkerRole({ config, logger, closer, database, connection, c
     metrics,
     delivery: config.delivery,
     autoDisable: config.autoDisable,
+    retentionMs: config.retention.periodMs,
     flow: config.flow,
     workflowBundlePath: config.temporal.workflowBundlePath,
     maxCachedWorkflows: config.temporal.maxCachedWorkflows,

@@ -63,6 +63,8 @@ export interface DeliveryWorkerOptions {
   workflowBundlePath?: string | undefined;
   /** Endpoint health: WEBHOOK_AUTO_DISABLE_AFTER and WEBHOOK_AUTO_DISABLE_MIN_DEAD_LETTERS. */
   autoDisable: AutoDisableRule;
+  /** RETENTION_PERIOD: the scheduled sweep never deletes what this keeps. */
+  retentionMs: number;
   /** Send capacity: the *_MAX_IN_FLIGHT settings, WORKER_MAX_SENDS_IN_FLIGHT and CIRCUIT_BREAKER_THRESHOLD. */
   flow: {
     webhookMaxInFlight: number;
@@ -173,7 +175,12 @@ export async function startDeliveryWorker(options: DeliveryWorkerOptions): Promi
         completion: options.completion,
         stopping: stopping.signal,
       }),
-      ...createRetentionActivities({ db: options.db, logger: options.logger.child({ component: 'retention' }), metrics: options.metrics }),
+      ...createRetentionActivities({
+        db: options.db,
+        logger: options.logger.child({ component: 'retention' }),
+        metrics: options.metrics,
+        retentionMs: options.retentionMs,
+      }),
       ...createOperationActivities({ db: options.db, scheduler: options.scheduler, logger: options.logger.child({ component: 'operation' }) }),
       ...createRepairActivities({
         db: options.db,

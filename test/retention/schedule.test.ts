@@ -51,3 +51,33 @@ it('a Temporal Schedule runs the sweep as a workflow that deletes what is past t
   const metrics = await h.metrics.registry.metrics();
   expect(metrics).toContain('webhook_retention_deleted_total{kind="deliveries"} 1');
 }, 60_000);
+
+it("keeps what the worker's own period keeps when the schedule was last written by a replica with a shorter one (a rollout)", async () => {
+  // This worker runs with RETENTION_PERIOD 60d; a replica of the release before (30d) started last and wrote the schedule.
+  const longer = await startHarness({ worker: true, retentionMs: 60 * DAY_MS });
+  try {
+    const now = new Date();
+    const { projectId } = await seedProject(longer.db, longer.secretBox, 1);
+    const kept = await seedPastEvent(longer.db, longer.secretBox, projectId, now, 40, [{ status: 'delivered', updatedDaysAgo: 40 }]);
+    const old = await seedPastEvent(longer.db, longer.secretBox, projectId, now, 61, [{ status: 'delivered', updatedDaysAgo: 61 }]);
+    await ensureRetentionSchedule(longer.client, { taskQueue: longer.taskQueue, retentionMs: 30 * DAY_MS, intervalMs: 3_600_000 });
+    const schedule = longer.client.schedule.getHandle(retentionScheduleId(longer.taskQueue));
+    try {
+      await schedule.trigger();
+      let workflowId: string | undefined;
+      for (let i = 0; i < 100 && !workflowId; i += 1) {
+        const action = (await schedule.describe()).info.recentActions[0]?.action;
+        workflowId = action?.type === 'startWorkflow' ? action.workflow.workflowId : undefined;
+        if (!workflowId) await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      expect(await longer.client.workflow.getHandle(workflowId!).result()).toMatchObject({ deliveries: 1, events: 1 });
+      const after = await storedIds(longer.db);
+      expect(after.deliveries).toEqual(expect.arrayContaining(kept.deliveryIds));
+      expect(after.deliveries).not.toContain(old.deliveryIds[0]);
+    } finally {
+      await schedule.delete().catch(() => {});
+    }
+  } finally {
+    await longer.stop();
+  }
+}, 60_000);

@@ -17,6 +17,8 @@ import { startDeliveryWorker, type DeliveryWorker } from '../../src/temporal/wor
 import { openSharedTestDatabase, openTestDatabase, type TestDatabaseOptions } from './database.ts';
 
 export interface HarnessOptions {
+  /** The worker's RETENTION_PERIOD (30 days by default). */
+  retentionMs?: number;
   /** Run a delivery worker on the harness's own task queue. */
   worker?: boolean;
   /** Endpoint health rule of that worker; the configuration's default otherwise. */
@@ -118,6 +120,7 @@ export async function startHarness(options: HarnessOptions = {}) {
       workflowBundlePath: inject('workflowBundlePath'),
       maxCachedWorkflows: parseConfig({}).temporal.maxCachedWorkflows,
       autoDisable: options.autoDisable ?? parseConfig({}).autoDisable,
+      retentionMs: options.retentionMs ?? parseConfig({}).retention.periodMs,
       flow: { ...parseConfig({}).flow, ...options.flow },
       ...(options.activitySlots !== undefined && { activitySlots: options.activitySlots }),
     });
