@@ -54,9 +54,10 @@ export interface PolicyPosition {
  * Opens the attempt of `deliveryId` (one statement) and builds its signed request. Answers
  * `gone` when the delivery no longer exists and `delivered` when it was delivered already (no
  * attempt is made); throws a non-retryable failure when its webhook is disabled, its event's
- * data erased, or its sealed data does not open (the attempt then closed as `refused`). While the database is not available (for `tries.reasons`) the statement is tried
- * again, as the same attempt, until `tries.until`: an answer lost after its commit neither counts
- * a second attempt nor leaves a row that never sent anything to be closed as timed out.
+ * data erased, or its sealed data does not open (the attempt then closed as `refused`). While the
+ * database is not available (for `tries.reasons`) the statement is tried again, as the same
+ * attempt, until `tries.until`: an answer lost after its commit neither counts a second attempt
+ * nor leaves a row that never sent anything to be closed as timed out.
  */
 export async function prepareAttempt(
   deps: AttemptDeps,
