@@ -31,5 +31,5 @@ export async function answered<T>(call: Promise<{ data?: T; error?: unknown; res
   if (response.status >= 500 || !body?.error) {
     throw new PortalError(503, 'The service could not answer', `Try again in a moment (request ${body?.meta?.request_id ?? 'unknown'}).`);
   }
-  throw new ApiRefusal(response.status, body.error.code, body.error.message);
+  throw new ApiRefusal(response.status, body.error.code, body.error.message, response.headers.get('Retry-After') ?? undefined);
 }

@@ -19,10 +19,13 @@ export class ApiRefusal extends Error {
   override name = 'ApiRefusal';
   readonly status: number;
   readonly code: ErrorCode;
+  /** The API's `Retry-After` (a refusal over a quota), passed on with the page. */
+  readonly retryAfter: string | undefined;
 
-  constructor(status: number, code: ErrorCode, message: string) {
+  constructor(status: number, code: ErrorCode, message: string, retryAfter?: string) {
     super(message);
     this.status = status;
     this.code = code;
+    this.retryAfter = retryAfter;
   }
 }

@@ -109,6 +109,7 @@ export function portalRouter(appFetch: AppFetch) {
       return c.html(page({ title: error.message, session }, html`<p>${error.detail}</p>`), error.status);
     }
     if (error instanceof ApiRefusal) {
+      if (error.retryAfter) c.header('Retry-After', error.retryAfter);
       return c.html(
         page(
           { title: REFUSAL_TITLES[error.status] ?? REFUSAL_TITLES[400]!, session },

@@ -9,6 +9,7 @@ import { BASE, createWebhookFor, waitForDelivery } from '../delivery/support.ts'
 import { docauthData, startHarness, type Harness } from '../support/harness.ts';
 import { startHttpsReceiver, type HttpsReceiver } from '../support/https-receiver.ts';
 import { storedDeliveries } from '../support/stored-deliveries.ts';
+import { PortalVisitor } from '../portal/support.ts';
 
 /*
  * What one project may put into the service: its publish quota at the producers' door (test
@@ -71,6 +72,24 @@ describe('the publish quota of a project', () => {
     const answers = [];
     for (let i = 0; i < 10; i += 1) answers.push((await h.publish(event(key.projectId, `big-${i}`))).status);
     expect(answers).toEqual(Array(10).fill(202));
+  });
+});
+
+describe('the publish quota, through the portal', () => {
+  it("answers a test event over the quota with the API's 429 and its Retry-After", async () => {
+    const { key, webhookId } = await createWebhookFor(h, receiver.url);
+    const visitor = new PortalVisitor(h);
+    await visitor.signIn(key.token);
+    const statuses: number[] = [];
+    let refused;
+    for (let i = 0; i < QUOTA.burst + 1; i += 1) {
+      const page = await visitor.post(`/portal/webhooks/${webhookId}/test-events`);
+      statuses.push(page.status);
+      refused = page;
+    }
+    expect(statuses).toEqual([303, 303, 303, 429]);
+    expect(Number(refused!.headers.get('Retry-After'))).toBeGreaterThanOrEqual(1);
+    expect(refused!.html).toContain('is publishing faster than its quota allows');
   });
 });
 
