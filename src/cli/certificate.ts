@@ -36,8 +36,9 @@ export function localCertificate(dir: string, validDays = 30, addresses: readonl
   mkdirSync(dir, { recursive: true });
   const keyFile = path.join(dir, 'key.pem');
   const certFile = path.join(dir, 'cert.pem');
-  const renewed = existsSync(certFile) && !stillValid(certFile, now);
-  if (!existsSync(keyFile) || !stillValid(certFile, now)) {
+  const valid = stillValid(certFile, now);
+  const renewed = existsSync(certFile) && !valid;
+  if (!existsSync(keyFile) || !valid) {
     execFileSync(
       'openssl',
       [

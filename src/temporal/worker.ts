@@ -143,6 +143,8 @@ export async function startDeliveryWorker(options: DeliveryWorkerOptions): Promi
   const prebuilt = bundlePath && existsSync(bundlePath) ? bundlePath : undefined;
   const workflowBundle = prebuilt ? { codePath: prebuilt } : { code: await bundleInChildProcess(tracing) };
   const sends = new SendsInFlight(options.flow.workerMaxInFlight);
+  // A stopping worker's wait for its sends: the longest exchange, and the recording of its outcome.
+  const drainMs = options.delivery.timeoutMs + DRAIN_MARGIN_MS;
   const flowLimits: FlowLimits = {
     webhookMaxInFlight: options.flow.webhookMaxInFlight,
     projectMaxInFlight: options.flow.projectMaxInFlight,
@@ -193,7 +195,7 @@ export async function startDeliveryWorker(options: DeliveryWorkerOptions): Promi
     maxCachedWorkflows: options.maxCachedWorkflows,
     ...(options.activitySlots !== undefined && { maxConcurrentActivityTaskExecutions: options.activitySlots }),
     // Activities still preparing a send get as long as the sends in the background.
-    shutdownGraceTime: options.delivery.timeoutMs + DRAIN_MARGIN_MS,
+    shutdownGraceTime: drainMs,
     ...options.tracing?.workerOptions,
   });
   options.logger.info({ taskQueue: options.taskQueue, bundle: prebuilt ?? 'compiled at start', tracing }, 'worker started');
@@ -203,7 +205,7 @@ export async function startDeliveryWorker(options: DeliveryWorkerOptions): Promi
     // for exchanges and a report's call under way, never for a Temporal it cannot reach: the
     // deliveries ask again by themselves, and an unreported attempt is retried once its heartbeat lapses.
     stopping.abort();
-    const left = await sends.drain(options.delivery.timeoutMs + DRAIN_MARGIN_MS);
+    const left = await sends.drain(drainMs);
     if (left > 0) options.logger.warn({ left }, 'stopped with sends still in flight: their attempts are retried once their heartbeats lapse');
     sender.close();
   });

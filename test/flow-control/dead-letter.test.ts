@@ -38,7 +38,7 @@ afterAll(async () => {
 });
 
 /** The delivery activities as the worker makes them; nothing here reaches Temporal but the wake signals, which are recorded. */
-const deliveryActivities = () =>
+const deliveryActivities = (overrides: Partial<Parameters<typeof deliveryActivitiesFor>[0]> = {}) =>
   deliveryActivitiesFor({
     db: handle.db,
     secretBox: box,
@@ -51,6 +51,7 @@ const deliveryActivities = () =>
     // Used only by sends handed to the background, which this test makes none of.
     completion: activityCompletion(new Client({ connection: Connection.lazy({ address: '127.0.0.1:1' }) })),
     stopping: stopping.signal,
+    ...overrides,
   });
 
 describe('a dead letter in line', () => {
@@ -96,7 +97,7 @@ describe('a dead letter whose activity fails after its row was written', () => {
         };
       },
     });
-    const activities = deliveryActivitiesFor({ db, secretBox: box, sender, limits, wake: async () => [], completion: activityCompletion(new Client({ connection: Connection.lazy({ address: '127.0.0.1:1' }) })), stopping: stopping.signal, metrics });
+    const activities = deliveryActivities({ db, metrics });
     await expect(activities.markDeadLetter(ids[0]!, 'every attempt of the round failed')).rejects.toThrow('lock timeout');
     await activities.markDeadLetter(ids[0]!, 'every attempt of the round failed');
     expect(failures).toBe(0);
