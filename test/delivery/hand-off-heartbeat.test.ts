@@ -45,7 +45,10 @@ it('a send handed off after waiting for room in its worker is not timed out by i
   receiver.answerHanging(200);
   await waitForDelivery(h, waiter.key.token, waiter.webhookId, deliveryId!, (delivery) => delivery.status === 'delivered');
   expect(requestsFor(deliveryId!)).toHaveLength(1);
-  const history = (await h.client.workflow.getHandle(deliveryId!).fetchHistory()).events!.map((event) => event.eventType);
+  // The delivery is recorded before its activity's end is reported: its history is read once the workflow has ended.
+  const workflow = h.client.workflow.getHandle(deliveryId!);
+  await workflow.result();
+  const history = (await workflow.fetchHistory()).events!.map((event) => event.eventType);
   expect(history).not.toContain(EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT);
   expect(history.filter((type) => type === EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED)).toHaveLength(1);
 }, 90_000);
