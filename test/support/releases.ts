@@ -64,6 +64,17 @@ export async function prepareRelease(release: Release): Promise<string> {
   return dir;
 }
 
+/**
+ * The directory of `release` as {@link prepareRelease} made it, for a file of a suite whose
+ * global set-up prepared it (the files, run at once, would otherwise make it over each other).
+ */
+export function preparedReleaseDir(release: Release): string {
+  const dir = path.join(RELEASES_DIR, release.version);
+  const done = path.join(dir, '.prepared');
+  if (!existsSync(done) || readFileSync(done, 'utf8') !== release.commit) throw new Error(`release ${release.version} is not prepared in ${dir}: its suite's global set-up prepares it`);
+  return dir;
+}
+
 /** Hard-links the files of `from` (the entries `take` accepts, folders whole) into `to`, replacing what is there. */
 function linkTree(from: string, to: string, take: (name: string) => boolean = () => true): void {
   if (!existsSync(from)) return;
@@ -86,12 +97,17 @@ export function startRelease(dir: string, env: NodeJS.ProcessEnv, args: string[]
   return startGroup(process.execPath, [...serviceNodeFlags(dir), 'src/main.ts', ...args], env, dir);
 }
 
-/** `npm run cli -- <args>` of the release in `dir`: its standard output, failing with its error output. */
-export function runReleaseCli(dir: string, env: NodeJS.ProcessEnv, args: string[]): string {
-  return execFileSync(process.execPath, ['--import', './scripts/typescript.mjs', 'src/cli/index.ts', ...args], {
+/**
+ * `npm run cli -- <args>` of the release in `dir`: its standard output, failing with its error
+ * output. Run as a child process the test awaits: a test blocked for the seconds a CLI takes
+ * misses the API closing its idle kept-alive connection, and its next request, sent on it, fails.
+ */
+export async function runReleaseCli(dir: string, env: NodeJS.ProcessEnv, args: string[]): Promise<string> {
+  const { stdout } = await execFileAsync(process.execPath, ['--import', './scripts/typescript.mjs', 'src/cli/index.ts', ...args], {
     cwd: dir,
     env: { ...env, LOG_LEVEL: 'silent' },
     encoding: 'utf8',
     timeout: 60_000,
   });
+  return stdout;
 }

@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { embeddedEnv, freePorts, killStarted, lastLines, startService, waitForExit, waitForReady, type GroupProcess } from '../support/embedded-service.ts';
-import { prepareRelease, previousRelease, runReleaseCli, startRelease, type Release } from '../support/releases.ts';
+import { preparedReleaseDir, previousRelease, runReleaseCli, startRelease, type Release } from '../support/releases.ts';
 import { bundleCurrentWorkflows, runUpgradeScenario, startScenarioReceiver, type UpgradeTopology } from './scenario.ts';
 
 /*
@@ -24,7 +24,7 @@ let receiver: Awaited<ReturnType<typeof startScenarioReceiver>>;
 
 beforeAll(async () => {
   release = previousRelease();
-  releaseDir = await prepareRelease(release);
+  releaseDir = preparedReleaseDir(release);
   workflowBundle = await bundleCurrentWorkflows();
   tmp = await mkdtemp(path.join(os.tmpdir(), 'upgrade-'));
   receiver = await startScenarioReceiver();

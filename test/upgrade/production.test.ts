@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { startClusterTopology, type ClusterHandle } from '../support/cluster.ts';
-import { prepareRelease, previousRelease, runReleaseCli, type Release } from '../support/releases.ts';
+import { preparedReleaseDir, previousRelease, runReleaseCli, type Release } from '../support/releases.ts';
 import { bundleCurrentWorkflows, runUpgradeScenario, startScenarioReceiver, type UpgradeTopology } from './scenario.ts';
 
 /*
@@ -26,7 +26,7 @@ let cluster: ClusterHandle | undefined;
 
 beforeAll(async () => {
   release = previousRelease();
-  releaseDir = await prepareRelease(release);
+  releaseDir = preparedReleaseDir(release);
   workflowBundle = await bundleCurrentWorkflows();
   receiver = await startScenarioReceiver();
 }, 300_000);

@@ -49,7 +49,7 @@ export interface UpgradeTopology {
   /** Temporal's frontend address, the same before and after. */
   temporalAddress(): string;
   /** `npm run cli -- <args>` of the old release, against its database: its standard output. */
-  oldCli(args: string[]): string;
+  oldCli(args: string[]): Promise<string>;
   /** Starts the old release on fresh data; resolves once its API is ready. */
   startOld(settings: NodeJS.ProcessEnv): Promise<void>;
   /** Stops it as a deploy does; fails when it does not stop. */
@@ -124,7 +124,7 @@ function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs: 
 function apiOf(topology: UpgradeTopology) {
   const call = async <T>(token: string, method: string, route: string, body?: unknown) => {
     const answer = await request(`${topology.api()}${route}`, { method, token, body });
-    if (typeof answer === 'string') throw new Error(`${method} ${route}: no answer (${answer})`);
+    if (typeof answer === 'string') throw new Error(`${method} ${route}: no answer (${answer})\n${topology.logs()}`);
     return answer as { status: number; body: { data: T } };
   };
   return {
@@ -155,7 +155,7 @@ function apiOf(topology: UpgradeTopology) {
 async function leaveDeliveriesInFlight(topology: UpgradeTopology, receiver: HttpsReceiver, release: Release, projects: Record<Scenario, Project>): Promise<string> {
   const api = apiOf(topology);
   for (const scenario of SCENARIOS) {
-    const key = JSON.parse(topology.oldCli(['keys', 'create', '--project', `upgrade-${scenario}`, '--services', 'webhooks', '--json'])) as { id: string; token: string };
+    const key = JSON.parse(await topology.oldCli(['keys', 'create', '--project', `upgrade-${scenario}`, '--services', 'webhooks', '--json'])) as { id: string; token: string };
     const created = await api.call<{ id: string; secret: string }>(key.token, 'POST', `${V2}/webhooks`, {
       api_key_id: key.id,
       url: receiver.url.replace(/\/hooks$/, `/hooks/${scenario}`),
