@@ -98,6 +98,14 @@ describe('the keys CLI against the embedded database', { timeout: 120_000 }, () 
     expectOneLineError(await cli(['keys', 'create', '--services', 'webhooks']), /^error: --project is required/, 2);
   });
 
+  it('refuses an unknown service name (a typo would make a key every request refuses), before connecting', async () => {
+    expectOneLineError(
+      await cli(['keys', 'create', '--project', 'p', '--services', 'webhooks,webhook'], await freePort()),
+      /^error: unknown service webhook in --services: webhooks or events$/m,
+      2,
+    );
+  });
+
   it('fails with one line on stderr when revoking an unknown key', async () => {
     expectOneLineError(await cli(['keys', 'revoke', 'key_00000000000000000000000000']), /^error: no active API key key_0{26}$/m);
   });

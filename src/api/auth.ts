@@ -1,5 +1,5 @@
 import { createMiddleware } from 'hono/factory';
-import { authenticateToken } from '../db/queries/api-keys.ts';
+import { authenticateToken, EVENTS_SERVICE, WEBHOOKS_SERVICE } from '../db/queries/api-keys.ts';
 import { findWebhook } from '../db/queries/webhooks.ts';
 import type { ApiKeyRow, WebhookRow } from '../db/schema.ts';
 import type { Context } from 'hono';
@@ -7,11 +7,6 @@ import type { AppEnv } from './env.ts';
 import { ApiError, rateLimited } from './errors.ts';
 import { isLookupId } from '../ids.ts';
 import { constantTimeEqual } from '../secrets/crypto.ts';
-
-/** The service an API key needs for the webhook management endpoints. */
-export const WEBHOOKS_SERVICE = 'webhooks';
-/** The service a producer key needs to publish events (for its own project only). */
-export const EVENTS_SERVICE = 'events';
 
 function bearerToken(header: string | undefined): string {
   if (!header) throw new ApiError('invalid_api_key', 'missing Authorization header');

@@ -1,6 +1,6 @@
 import { parseArgs } from 'node:util';
 import type { Config } from '../config.ts';
-import { createApiKey, listApiKeys, revokeApiKey } from '../db/queries/api-keys.ts';
+import { createApiKey, listApiKeys, revokeApiKey, SERVICES } from '../db/queries/api-keys.ts';
 import { connectDatabase } from './database.ts';
 import { CliError, printTable, UsageError, type Command } from './output.ts';
 
@@ -38,6 +38,8 @@ async function keys(config: Config, args: string[]): Promise<void> {
       throw new UsageError('--project is required: 1-128 characters of A-Z a-z 0-9 . _ : @ -');
     }
     if (services.length === 0) throw new UsageError('--services is required, for example --services webhooks');
+    const unknown = services.filter((service) => !SERVICES.includes(service));
+    if (unknown.length > 0) throw new UsageError(`unknown service ${unknown.join(', ')} in --services: ${SERVICES.join(' or ')}`);
   }
   if (action === 'revoke' && !revokeId) throw new UsageError('usage: keys revoke <key id>');
 

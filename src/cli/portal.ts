@@ -1,7 +1,6 @@
 import { parseArgs } from 'node:util';
 import type { Config } from '../config.ts';
-import { WEBHOOKS_SERVICE } from '../api/auth.ts';
-import { listApiKeys } from '../db/queries/api-keys.ts';
+import { listApiKeys, WEBHOOKS_SERVICE } from '../db/queries/api-keys.ts';
 import { mintPortalLink } from '../db/queries/portal-sessions.ts';
 import { portalLinkUrl } from '../portal/link.ts';
 import { connectDatabase } from './database.ts';

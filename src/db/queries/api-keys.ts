@@ -6,6 +6,13 @@ import { constantTimeEqual, randomToken, sha256Hex } from '../../secrets/crypto.
 
 const TOKEN_PATTERN = /^sk_([0-9a-hjkmnp-tv-z]{26})_([A-Za-z0-9_-]{43})$/;
 
+/** The service an API key needs for the webhook management endpoints (and portal links). */
+export const WEBHOOKS_SERVICE = 'webhooks';
+/** The service a producer key needs to publish events (for its own project only). */
+export const EVENTS_SERVICE = 'events';
+/** Every service a key of this service may have enabled. */
+export const SERVICES: readonly string[] = [WEBHOOKS_SERVICE, EVENTS_SERVICE];
+
 /** A created key: the row and the token, which is never stored and shown only once. */
 export interface CreatedApiKey {
   key: ApiKeyRow;
