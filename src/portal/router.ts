@@ -60,7 +60,7 @@ export function portalRouter(appFetch: AppFetch) {
   });
 
   const unusableLink = () =>
-    new PortalError(401, 'This link cannot be opened', 'Portal links open once, within ten minutes. Ask the product you came from for a new one.');
+    new PortalError(401, 'This link cannot be opened', 'Portal links open once, within ten minutes, while the key they were made with is active. Ask the product you came from for a new one.');
 
   // Mail and chat link scanners fetch a link before the customer clicks it: any number of GETs
   // only show a button, and the POST it sends (with the page's CSRF token) opens the link.

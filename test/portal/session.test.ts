@@ -76,6 +76,16 @@ describe('opening a link', () => {
     expect(again.html).toContain('This link cannot be opened');
   });
 
+  it('does not open once the key it acts as is revoked', async () => {
+    const key = await h.createKey();
+    const { path } = await mint(key.token);
+    await revokeApiKey(h.db, key.id);
+    const refused = await new PortalVisitor(h).get(path);
+    expect(refused.status).toBe(401);
+    expect(refused.headers.get('Set-Cookie')).toBeNull();
+    expect(refused.html).toContain('This link cannot be opened');
+  });
+
   it('refuses an expired link and a forged token', async () => {
     const key = await h.createKey();
     const { path, id } = await mint(key.token);

@@ -1,4 +1,4 @@
-import { and, eq, gt, isNull, lt } from 'drizzle-orm';
+import { and, eq, exists, gt, isNull, lt } from 'drizzle-orm';
 import type { Database } from '../client.ts';
 import { apiKeys, portalSessions, type ApiKeyRow, type PortalSessionRow } from '../schema.ts';
 import { newId } from '../../ids.ts';
@@ -55,23 +55,24 @@ async function matchLink(db: Database, token: string) {
   if (!match) return undefined;
   const id = `ps_${match[1]}`;
   const [stored] = await db
-    .select({ linkHash: portalSessions.linkHash, redeemedAt: portalSessions.redeemedAt, linkExpiresAt: portalSessions.linkExpiresAt })
+    .select({ linkHash: portalSessions.linkHash, redeemedAt: portalSessions.redeemedAt, linkExpiresAt: portalSessions.linkExpiresAt, keyRevokedAt: apiKeys.revokedAt })
     .from(portalSessions)
+    .innerJoin(apiKeys, eq(apiKeys.id, portalSessions.apiKeyId))
     .where(eq(portalSessions.id, id));
   if (!stored || !constantTimeEqual(stored.linkHash, sha256Hex(match[2]!))) return undefined;
-  return { id, idBody: match[1]!, ...stored };
+  return { id, idBody: match[1]!, redeemedAt: stored.redeemedAt, linkExpiresAt: stored.linkExpiresAt, keyRevoked: stored.keyRevokedAt !== null };
 }
 
-/** Whether a link can still be opened (known, unexpired, not opened before), without opening it. */
+/** Whether a link can still be opened (known, unexpired, not opened before, its key not revoked), without opening it. */
 export async function portalLinkOpenable(db: Database, token: string, now = new Date()): Promise<boolean> {
   const link = await matchLink(db, token);
-  return link !== undefined && link.redeemedAt === null && link.linkExpiresAt > now;
+  return link !== undefined && link.redeemedAt === null && link.linkExpiresAt > now && !link.keyRevoked;
 }
 
 /**
- * Opens a link: when the token is known, unexpired and not opened before, the session starts
- * and its cookie token (never stored) is returned. One statement, so a link opens once even
- * when two requests race for it.
+ * Opens a link: when the token is known, unexpired, not opened before and its key not revoked,
+ * the session starts and its cookie token (never stored) is returned. One statement, so a link
+ * opens once even when two requests race for it (or its key's revocation).
  */
 export async function redeemPortalLink(db: Database, token: string, now = new Date()): Promise<{ session: PortalSessionRow; sessionToken: string } | undefined> {
   const link = await matchLink(db, token);
@@ -80,7 +81,14 @@ export async function redeemPortalLink(db: Database, token: string, now = new Da
   const [session] = await db
     .update(portalSessions)
     .set({ redeemedAt: now, sessionHash: sha256Hex(secret), expiresAt: new Date(now.getTime() + PORTAL_SESSION_TTL_MS) })
-    .where(and(eq(portalSessions.id, link.id), isNull(portalSessions.redeemedAt), gt(portalSessions.linkExpiresAt, now)))
+    .where(
+      and(
+        eq(portalSessions.id, link.id),
+        isNull(portalSessions.redeemedAt),
+        gt(portalSessions.linkExpiresAt, now),
+        exists(db.select({ id: apiKeys.id }).from(apiKeys).where(and(eq(apiKeys.id, portalSessions.apiKeyId), isNull(apiKeys.revokedAt)))),
+      ),
+    )
     .returning();
   if (!session) return undefined;
   return { session, sessionToken: `pss_${link.idBody}_${secret}` };
