@@ -450,6 +450,8 @@ export const operationDeliveries = pgTable(
   (table) => [
     primaryKey({ columns: [table.operationId, table.deliveryId] }),
     index('operation_deliveries_delivery_idx').on(table.deliveryId),
+    // A step reads the next deliveries of one state in id order: only those, however many the operation handled before.
+    index('operation_deliveries_state_idx').on(table.operationId, table.state, table.deliveryId),
   ],
 );
 

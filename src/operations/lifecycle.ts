@@ -4,7 +4,7 @@
  * signal, and the operation's end, which first signals every delivery it had queued.
  */
 import type { Database } from '../db/client.ts';
-import { finishOperation, findOperationById, markOperationItemRetried, pendingOperationItems } from '../db/queries/operations.ts';
+import { finishOperation, findOperationById, markOperationItemRetried, operationItemsIn } from '../db/queries/operations.ts';
 import { findWebhook } from '../db/queries/webhooks.ts';
 import type { OperationRow, OperationStatus, WebhookRow } from '../db/schema.ts';
 import type { DeliveryScheduler } from '../temporal/scheduler.ts';
@@ -46,7 +46,7 @@ export async function signalOperationRetry({ db, scheduler }: OperationDeps, { o
 export async function endOperation(deps: OperationDeps, operationId: string, status: Exclude<OperationStatus, 'running'>, onPage: () => void = () => {}): Promise<boolean> {
   const running = await runningOperation(deps.db, operationId);
   if (running) {
-    for (let queued = await pendingOperationItems(deps.db, operationId, 100, ['queued']); queued.length > 0; queued = await pendingOperationItems(deps.db, operationId, 100, ['queued'])) {
+    for (let queued = await operationItemsIn(deps.db, operationId, 'queued', 100); queued.length > 0; queued = await operationItemsIn(deps.db, operationId, 'queued', 100)) {
       for (const item of queued) await signalOperationRetry(deps, running, item);
       onPage();
     }

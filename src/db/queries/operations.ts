@@ -1,4 +1,4 @@
-import { and, asc, desc, eq, inArray, isNull, lt, sql } from 'drizzle-orm';
+import { and, asc, eq, inArray, isNull, lt, sql, type SQL } from 'drizzle-orm';
 import { queryRows, type Database } from '../client.ts';
 import { deliveries, operationDeliveries, operations, type DeliveryStatus, type OperationRow, type OperationStatus } from '../schema.ts';
 import { firstIdAt, newId } from '../../ids.ts';
@@ -144,18 +144,43 @@ export async function findOperation(db: Database, webhookId: string, id: string)
 }
 
 /**
- * The next deliveries an operation has still to handle, with their state and event: those queued
- * but not yet signalled (an earlier attempt stopped in between) first, then those matched, in id
- * order.
+ * The next `limit` deliveries of an operation in `state`, in id order, with their event: read
+ * along `operation_deliveries_state_idx`, so a step reads only what it returns, however many
+ * deliveries the operation has handled before.
  */
-export async function pendingOperationItems(db: Database, operationId: string, limit: number, states: ('matched' | 'queued')[] = ['queued', 'matched']) {
+export function operationItemsIn(db: Database, operationId: string, state: 'matched' | 'queued', limit: number) {
   return db
     .select({ deliveryId: operationDeliveries.deliveryId, state: operationDeliveries.state, event: deliveries.event })
     .from(operationDeliveries)
     .innerJoin(deliveries, eq(deliveries.id, operationDeliveries.deliveryId))
-    .where(and(eq(operationDeliveries.operationId, operationId), inArray(operationDeliveries.state, states)))
-    .orderBy(desc(sql`${operationDeliveries.state} = 'queued'`), asc(operationDeliveries.deliveryId))
+    .where(and(eq(operationDeliveries.operationId, operationId), eq(operationDeliveries.state, state)))
+    .orderBy(asc(operationDeliveries.deliveryId))
     .limit(limit);
+}
+
+/**
+ * The statement of {@link pendingOperationItems}: two reads along `operation_deliveries_state_idx`
+ * of at most `limit` each, so a step reads what it returns, however many deliveries the operation
+ * has handled before.
+ */
+export function pendingOperationItemsStatement(operationId: string, limit: number): SQL {
+  const inState = (state: 'matched' | 'queued') =>
+    sql`(select ${operationDeliveries.deliveryId} as delivery_id, ${operationDeliveries.state} as state, ${deliveries.event} as event
+         from ${operationDeliveries} join ${deliveries} on ${deliveries.id} = ${operationDeliveries.deliveryId}
+         where ${operationDeliveries.operationId} = ${operationId} and ${operationDeliveries.state} = ${state}
+         order by ${operationDeliveries.deliveryId} limit ${limit})`;
+  return sql`select delivery_id, state, event from (${inState('queued')} union all ${inState('matched')}) as pending
+             order by state = 'queued' desc, delivery_id limit ${limit}`;
+}
+
+/**
+ * The next deliveries an operation has still to handle, with their state and event: those queued
+ * but not yet signalled (an earlier attempt stopped in between) first, then those matched, in id
+ * order.
+ */
+export async function pendingOperationItems(db: Database, operationId: string, limit: number) {
+  const rows = await queryRows<{ delivery_id: string; state: 'matched' | 'queued'; event: string }>(db, pendingOperationItemsStatement(operationId, limit));
+  return rows.map((row) => ({ deliveryId: row.delivery_id, state: row.state, event: row.event }));
 }
 
 /**
@@ -176,6 +201,7 @@ export async function queueOperationItem(db: Database, operationId: string, deli
         ), marked as (
           update ${operationDeliveries} set state = case when exists (select 1 from moved) then 'queued' else 'skipped' end
           where ${operationDeliveries.operationId} = ${operationId} and ${operationDeliveries.deliveryId} = ${deliveryId}
+            and ${operationDeliveries.state} = 'matched'
         )
         select exists (select 1 from moved) as queued`,
   );

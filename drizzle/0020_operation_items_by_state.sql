@@ -1,0 +1,1 @@
+CREATE INDEX "operation_deliveries_state_idx" ON "operation_deliveries" USING btree ("operation_id","state","delivery_id");
