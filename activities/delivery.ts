@@ -33,6 +33,8 @@ export interface DeliveryActivityDeps extends Omit<AttemptDeps, 'breakerThreshol
   completion: ActivityCompletion;
   /** Aborted when the worker stops: calls to Temporal being tried again are not tried once more. */
   stopping: AbortSignal;
+  /** Aborted when the worker begins to stop: a send still waiting for room in it sends nothing, and its round waits for another worker. */
+  shutdownStarted: AbortSignal;
 }
 
 /** Where a round of attempts stands when its send activity is scheduled. */
@@ -45,10 +47,14 @@ export interface RoundPosition {
  * How a send activity ended without an attempt: a scope of its places was full (`turn`: wait in
  * line until woken), or it must wait for a time (`rate`: its webhook's rate limit gave it a later
  * start; `attempt`: an earlier attempt of the delivery may still be sending; `database`: its
- * database could not be reached before its request went out). `attempt` is the round's attempt
- * that did not happen, which the next activity starts with.
+ * database could not be reached before its request went out; `worker`: its worker began to stop
+ * while it waited for room there). `attempt` is the round's attempt that did not happen, which the
+ * next activity starts with.
  */
-export type SendWait = { attempt: number } & ({ wait: 'turn'; recheckMs: number } | { wait: 'rate' | 'attempt' | 'database'; waitMs: number });
+export type SendWait = { attempt: number } & ({ wait: 'turn'; recheckMs: number } | { wait: 'rate' | 'attempt' | 'database' | 'worker'; waitMs: number });
+
+/** How long a round whose send was waiting for room in a stopping worker waits before its next activity, which another worker takes. */
+const WORKER_STOPPING_WAIT_MS = 1_000;
 
 /**
  * How long a send that could not reach its database waits before its round asks again, on
@@ -71,7 +77,7 @@ const DATABASE_TRIES_MS = 10_000;
 const RECORD_MARGIN_MS = 10_000;
 
 /** Creates the activities with their dependencies (the dependency-injection pattern). */
-export function createDeliveryActivities({ db, secretBox, sender, logger, metrics, sendTraceparent, autoDisable, flow, sends, completion, stopping }: DeliveryActivityDeps) {
+export function createDeliveryActivities({ db, secretBox, sender, logger, metrics, sendTraceparent, autoDisable, flow, sends, completion, stopping, shutdownStarted }: DeliveryActivityDeps) {
   const attemptDeps: AttemptDeps = { db, secretBox, sender, logger, metrics, sendTraceparent, breakerThreshold: flow.breakerThreshold };
 
   const { wake, giveBack, finishInBackground, reportEnd } = createBackgroundSends({ db, logger, flow, attemptDeps, completion, stopping });
@@ -95,8 +101,16 @@ export function createDeliveryActivities({ db, secretBox, sender, logger, metric
       const heartbeats = setInterval(() => context.heartbeat(), PREPARING_HEARTBEAT_MS);
       annotateActiveSpan({ [SpanAttributes.deliveryId]: deliveryId });
       const attempt = `${info.workflowExecution?.runId}/${info.activityId}/${info.attempt}`;
-      const admission = await sends.admit();
       const roundAttempt = round.attemptsBefore + info.attempt;
+      const admission = await sends.admit([context.cancellationSignal, shutdownStarted]);
+      if (!admission) {
+        clearInterval(heartbeats);
+        // Cancelled (a manual retry) while it waited: it ends as cancelled, nothing sent.
+        context.cancellationSignal.throwIfAborted();
+        annotateActiveSpan({ [SpanAttributes.outcome]: 'waiting_for_another_worker' });
+        metrics.sendWaits.inc({ reason: 'worker_stopping' });
+        return { attempt: roundAttempt, wait: 'worker', waitMs: WORKER_STOPPING_WAIT_MS };
+      }
       try {
         const databaseTries: UnavailableTries = { until: Math.min(recordBy, Date.now() + DATABASE_TRIES_MS), signal: context.cancellationSignal, reasons: ['database_unreachable'] };
         const newRound = round.attemptsBefore === 0 && info.attempt === 1;

@@ -191,7 +191,7 @@ export function createMetrics(options: { database?: DatabaseFigures } = {}) {
     }),
     sendWaits: new Counter({
       name: 'webhook_send_waits_total',
-      help: "Sends that waited instead of starting (no attempt used): webhook_busy, project_busy, destination_busy (all its places at that level in use: ENDPOINT_MAX_IN_FLIGHT, or one while its circuit is open; PROJECT_ and DESTINATION_MAX_IN_FLIGHT or the operator's limit), rate_limit (the webhook's rate_limit), previous_attempt (an earlier attempt of the delivery may still be sending), database_unreachable (the database could not be reached before the request went out) or database_locked (a lock not granted within DATABASE_LOCK_TIMEOUT before the request went out)",
+      help: "Sends that waited instead of starting (no attempt used): webhook_busy, project_busy, destination_busy (all its places at that level in use: ENDPOINT_MAX_IN_FLIGHT, or one while its circuit is open; PROJECT_ and DESTINATION_MAX_IN_FLIGHT or the operator's limit), rate_limit (the webhook's rate_limit), previous_attempt (an earlier attempt of the delivery may still be sending), database_unreachable (the database could not be reached before the request went out) database_locked (a lock not granted within DATABASE_LOCK_TIMEOUT before the request went out) or worker_stopping (its worker began to stop while it waited there for room, WORKER_MAX_SENDS_IN_FLIGHT; another worker takes it)",
       labelNames: ['reason'] as const,
       registers,
     }),

@@ -29,11 +29,28 @@ export class SendsInFlight {
   /**
    * Resolves when there is room for one more send, with the admission: `run` it in the
    * background, or `cancel` it when nothing is to be sent. Waiters are admitted in order.
+   * Resolves undefined, with no room taken, when one of `signals` aborts first (the activity was
+   * cancelled, or its worker began to stop); they are listened to only while the send waits.
    */
-  async admit(): Promise<Admission> {
-    // A send that ends hands its room straight to the first waiter, so none is taken in between.
-    if (this.#admitted >= this.#max) await new Promise<void>((resolve) => this.#waiting.push(resolve));
-    else this.#admitted += 1;
+  async admit(signals: readonly AbortSignal[] = []): Promise<Admission | undefined> {
+    if (signals.some((signal) => signal.aborted)) return undefined;
+    if (this.#admitted >= this.#max) {
+      // A send that ends hands its room straight to the first waiter, so none is taken in between.
+      const admitted = await new Promise<boolean>((resolve) => {
+        const giveUp = () => {
+          for (const signal of signals) signal.removeEventListener('abort', giveUp);
+          this.#waiting.splice(this.#waiting.indexOf(admit), 1);
+          resolve(false);
+        };
+        const admit = () => {
+          for (const signal of signals) signal.removeEventListener('abort', giveUp);
+          resolve(true);
+        };
+        this.#waiting.push(admit);
+        for (const signal of signals) signal.addEventListener('abort', giveUp, { once: true });
+      });
+      if (!admitted) return undefined;
+    } else this.#admitted += 1;
     let state: 'admitted' | 'running' | 'ended' = 'admitted';
     const end = () => {
       if (state === 'ended') return;

@@ -153,6 +153,7 @@ export async function startDeliveryWorker(options: DeliveryWorkerOptions): Promi
     reserveMs: TURN_RESERVATION_MS,
   };
   const stopping = new AbortController();
+  const shutdownStarted = new AbortController();
   options.metrics.trackSendsInFlight(sends);
   const worker = await Worker.create({
     connection: options.connection,
@@ -176,6 +177,7 @@ export async function startDeliveryWorker(options: DeliveryWorkerOptions): Promi
         sends,
         completion: options.completion,
         stopping: stopping.signal,
+        shutdownStarted: shutdownStarted.signal,
       }),
       ...createRetentionActivities({
         db: options.db,
@@ -212,6 +214,7 @@ export async function startDeliveryWorker(options: DeliveryWorkerOptions): Promi
   return {
     done,
     async stop() {
+      shutdownStarted.abort();
       if (worker.getState() === 'RUNNING') worker.shutdown();
       await done;
     },

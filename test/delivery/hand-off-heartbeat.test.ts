@@ -4,31 +4,21 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { temporal } from '@temporalio/proto';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { firstBackgroundHeartbeatMs, PREPARING_HEARTBEAT_MS } from '../../activities/background-sends.ts';
 import { SEND_HEARTBEAT_TIMEOUT_MS } from '../../workflows/send-limits.ts';
-import { startHarness, type Harness } from '../support/harness.ts';
-import { startHttpsReceiver, type HttpsReceiver } from '../support/https-receiver.ts';
+import { harnessWithReceiver } from '../support/harness.ts';
 import { createWebhookFor, publishFor, waitForDelivery } from './support.ts';
 
 const { EventType } = temporal.api.enums.v1;
 
-let h: Harness;
-let receiver: HttpsReceiver;
+// Room for one send at a time in the worker (WORKER_MAX_SENDS_IN_FLIGHT): a second waits for it in its activity.
+const started = harnessWithReceiver({ flow: { workerMaxInFlight: 1 } });
 
-beforeAll(async () => {
-  receiver = await startHttpsReceiver();
-  // Room for one send at a time in the worker (WORKER_MAX_SENDS_IN_FLIGHT): a second waits for it in its activity.
-  h = await startHarness({ worker: true, delivery: { caFile: receiver.certFile }, flow: { workerMaxInFlight: 1 } });
-});
-afterAll(async () => {
-  await h?.stop();
-  await receiver?.close();
-});
-
-const requestsFor = (deliveryId: string) => receiver.requests.filter((request) => request.headers['x-service-delivery-id'] === deliveryId);
+const requestsFor = (deliveryId: string) => started.receiver.requests.filter((request) => request.headers['x-service-delivery-id'] === deliveryId);
 
 it('a send handed off after waiting for room in its worker is not timed out by its heartbeat timeout', async () => {
+  const { harness: h, receiver } = started;
   // The first request of each delivery hangs until the test answers it; later ones are answered at once.
   receiver.behave((request) => (requestsFor(String(request.headers['x-service-delivery-id'])).length === 1 ? 'hang' : { status: 200 }));
   const holder = await createWebhookFor(h, receiver.url);

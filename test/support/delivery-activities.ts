@@ -44,5 +44,6 @@ export function deliveryActivitiesFor(
     sends: new SendsInFlight(10),
     completion: deps.completion,
     stopping: deps.stopping,
+    shutdownStarted: new AbortController().signal,
   });
 }

@@ -2,7 +2,7 @@ import { Client } from '@temporalio/client';
 import { NativeConnection } from '@temporalio/worker';
 import { randomUUID } from 'node:crypto';
 import { Writable } from 'node:stream';
-import { inject } from 'vitest';
+import { afterAll, beforeAll, inject } from 'vitest';
 import { createApp } from '../../src/app.ts';
 import { parseConfig } from '../../src/config.ts';
 import type { Database, DatabaseHandle } from '../../src/db/client.ts';
@@ -15,6 +15,7 @@ import { activityCompletion } from '../../src/temporal/activity-completion.ts';
 import { DeliveryScheduler } from '../../src/temporal/scheduler.ts';
 import { startDeliveryWorker, type DeliveryWorker } from '../../src/temporal/worker.ts';
 import { openSharedTestDatabase, openTestDatabase, type TestDatabaseOptions } from './database.ts';
+import { startHttpsReceiver, type HttpsReceiver } from './https-receiver.ts';
 
 export interface HarnessOptions {
   /** The worker's RETENTION_PERIOD (30 days by default). */
@@ -100,9 +101,9 @@ export async function startHarness(options: HarnessOptions = {}) {
   const deps = { db: database.db, temporal: client, scheduler, secretBox, producerToken, admission, logger, metrics };
   const app = createApp(deps);
 
-  let worker: DeliveryWorker | undefined;
-  if (options.worker) {
-    worker = await startDeliveryWorker({
+  /** A worker on the harness's task queue, as the service's worker role starts it. */
+  const newWorker = () =>
+    startDeliveryWorker({
       connection,
       namespace: 'default',
       taskQueue,
@@ -124,7 +125,7 @@ export async function startHarness(options: HarnessOptions = {}) {
       flow: { ...parseConfig({}).flow, ...options.flow },
       ...(options.activitySlots !== undefined && { activitySlots: options.activitySlots }),
     });
-  }
+  let worker: DeliveryWorker | undefined = options.worker ? await newWorker() : undefined;
 
   /** A producer key of `projectId` (an API key with the events service), made once per project. */
   function producerKey(projectId: string): Promise<string> {
@@ -188,6 +189,15 @@ export async function startHarness(options: HarnessOptions = {}) {
       const token = typeof projectId === 'string' ? await producerKey(projectId) : producerToken;
       return request('POST', '/internal/v1/events', { token, body });
     },
+    /** Stops the worker (as on SIGTERM: it drains its sends); the API goes on. */
+    async stopWorker() {
+      await worker?.stop();
+      worker = undefined;
+    },
+    /** Starts a worker on the task queue when none runs (another replica, or the one stopped started again). */
+    async startWorker() {
+      worker ??= await newWorker();
+    },
     async stop() {
       await worker?.stop();
       await connection.close();
@@ -199,3 +209,32 @@ export async function startHarness(options: HarnessOptions = {}) {
 export type Harness = Awaited<ReturnType<typeof startHarness>>;
 
 export { docauthData } from './event-data.ts';
+
+/**
+ * A harness with a worker that sends to an HTTPS receiver on 127.0.0.1 it trusts, started before
+ * the file's tests and stopped after them: `harness` and `receiver` are read inside the tests.
+ */
+export function harnessWithReceiver(options: Omit<HarnessOptions, 'worker'> = {}) {
+  let harness: Harness | undefined;
+  let receiver: HttpsReceiver | undefined;
+  beforeAll(async () => {
+    receiver = await startHttpsReceiver();
+    harness = await startHarness({ ...options, worker: true, delivery: { ...options.delivery, caFile: receiver.certFile } });
+  });
+  afterAll(async () => {
+    await harness?.stop();
+    await receiver?.close();
+  });
+  const started = <T>(value: T | undefined): T => {
+    if (value === undefined) throw new Error('the harness is started before the tests (beforeAll)');
+    return value;
+  };
+  return {
+    get harness() {
+      return started(harness);
+    },
+    get receiver() {
+      return started(receiver);
+    },
+  };
+}
