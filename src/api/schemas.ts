@@ -123,8 +123,8 @@ export const CustomHeadersSchema = z
     additionalProperties: { type: 'string', pattern: HEADER_VALUE.source },
     description:
       `At most ${MAX_CUSTOM_HEADERS} headers and ${MAX_CUSTOM_HEADER_BYTES} bytes of names and values; names are case-insensitive ` +
-      'and must not repeat; none of Content-Type, Content-Length, Host, Transfer-Encoding, Connection, webhook-id, webhook-timestamp, ' +
-      'webhook-signature or X-Service-*',
+      'and must not repeat; none of Content-Type, Content-Length, Host, Transfer-Encoding, Connection, User-Agent, traceparent, ' +
+      'webhook-id, webhook-timestamp, webhook-signature or X-Service-*',
   } as Record<string, unknown>);
 
 /** The most deliveries per second a webhook's `rate_limit` may allow. */
@@ -178,8 +178,7 @@ export const UpdateWebhookSchema = z
     rate_limit: RateLimitSchema.nullable().optional().openapi({ description: 'A new limit, or null to remove it' }),
     standard_webhooks: StandardWebhooksSchema.optional(),
   })
-  .refine((body) => Object.keys(body).length > 0, 'must set at least one of url, events, status, headers, rate_limit, standard_webhooks')
-  .openapi('UpdateWebhook', { minProperties: 1 });
+  .openapi('UpdateWebhook', { description: 'Every field optional; an empty body changes nothing and answers the webhook as it is' });
 
 const timestamp = z.string().openapi({ format: 'date-time', example: '2026-11-22T10:00:00.000Z' });
 

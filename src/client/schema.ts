@@ -317,7 +317,7 @@ export interface components {
              */
             events: "docauth.completed"[];
             /**
-             * @description At most 20 headers and 8192 bytes of names and values; names are case-insensitive and must not repeat; none of Content-Type, Content-Length, Host, Transfer-Encoding, Connection, webhook-id, webhook-timestamp, webhook-signature or X-Service-*
+             * @description At most 20 headers and 8192 bytes of names and values; names are case-insensitive and must not repeat; none of Content-Type, Content-Length, Host, Transfer-Encoding, Connection, User-Agent, traceparent, webhook-id, webhook-timestamp, webhook-signature or X-Service-*
              * @example {
              *       "X-Customer-Tag": "prod"
              *     }
@@ -457,6 +457,7 @@ export interface components {
             };
             retry_config: components["schemas"]["RetryConfig"];
         };
+        /** @description Every field optional; an empty body changes nothing and answers the webhook as it is */
         UpdateWebhook: {
             /**
              * Format: uri
@@ -473,7 +474,7 @@ export interface components {
             /** @enum {string} */
             status?: "active" | "disabled";
             /**
-             * @description At most 20 headers and 8192 bytes of names and values; names are case-insensitive and must not repeat; none of Content-Type, Content-Length, Host, Transfer-Encoding, Connection, webhook-id, webhook-timestamp, webhook-signature or X-Service-*
+             * @description At most 20 headers and 8192 bytes of names and values; names are case-insensitive and must not repeat; none of Content-Type, Content-Length, Host, Transfer-Encoding, Connection, User-Agent, traceparent, webhook-id, webhook-timestamp, webhook-signature or X-Service-*
              * @example {
              *       "X-Customer-Tag": "prod"
              *     }

@@ -32,6 +32,9 @@ export const RESERVED_HEADER_NAMES: ReadonlySet<string> = new Set([
   'host',
   'transfer-encoding',
   'connection',
+  // The service names itself, and with DELIVERY_TRACEPARENT sends the attempt's trace: a custom value would be replaced.
+  'user-agent',
+  'traceparent',
   ...Object.values(STANDARD_WEBHOOKS_HEADERS),
 ]);
 export const RESERVED_HEADER_PREFIX = 'x-service-';

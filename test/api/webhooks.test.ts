@@ -85,6 +85,8 @@ describe('POST /webhooks', () => {
     [{ headers: { 'X-Service-Signature': 'v1=forged' } }, 'headers.X-Service-Signature: is set by the service'],
     [{ headers: { 'content-type': 'text/plain' } }, 'headers.content-type: is set by the service'],
     [{ headers: { Host: 'evil' } }, 'headers.Host: is set by the service'],
+    [{ headers: { 'User-Agent': 'acme-probe/2' } }, 'headers.User-Agent: is set by the service'],
+    [{ headers: { traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01' } }, 'headers.traceparent: is set by the service'],
     [{ headers: { 'Bad Name': 'x' } }, 'headers.Bad Name: is not a valid header name'],
     [{ headers: { 'X-A': 'line\r\nInjected: 1' } }, 'headers.X-A: value contains a control character'],
     [{ headers: { 'X-A': 1 } }, 'headers.X-A: header values must be strings'],
@@ -231,8 +233,16 @@ describe('PATCH /webhooks/{id}', () => {
     expect(reenabled.body.data.status).toBe('active');
   });
 
+  it('answers an empty body (every field is optional) with the webhook as it is, and writes nothing', async () => {
+    const created = await createWebhook();
+    const response = await h.request('PATCH', `${BASE}/webhooks/${created.id}`, { token: key.token, body: {} });
+    expect(response.status).toBe(200);
+    expect(response.body.data).toMatchObject({ id: created.id, url: created.url, status: created.status, updated_at: created.updated_at });
+    const after = await h.request('GET', `${BASE}/webhooks/${created.id}`, { token: key.token });
+    expect(after.body.data.updated_at).toBe(created.updated_at);
+  });
+
   it.each([
-    [{}, 'must set at least one of url, events, status, headers'],
     [{ status: 'paused' }, 'status: must be active or disabled'],
     [{ url: 'http://example.com' }, 'url: must use https'],
     [{ api_key_id: 'key_x' }, 'unknown field: api_key_id'],
@@ -258,6 +268,21 @@ describe('POST /webhooks/{id}/rotate-secret', () => {
     const [row] = await h.db.select().from(webhooks).where(eq(webhooks.id, created.id));
     expect(openWebhookSigningSecrets(h.secretBox, row!, new Date())).toEqual([response.body.data.secret]);
     expect(response.body.data).not.toHaveProperty('previous_secret_expires_at');
+  });
+
+  it('takes an empty body sent as application/json (many clients set it on every request) as no body', async () => {
+    const created = await createWebhook();
+    const response = await h.request('POST', `${BASE}/webhooks/${created.id}/rotate-secret`, {
+      token: key.token,
+      rawBody: '',
+      headers: { 'Content-Type': 'application/json', 'Content-Length': '0' },
+    });
+    expect(response.status, JSON.stringify(response.body)).toBe(200);
+    expect(response.body.data.secret).toMatch(/^whsec_/);
+    expect(response.body.data).not.toHaveProperty('previous_secret_expires_at');
+    const malformed = await h.request('POST', `${BASE}/webhooks/${created.id}/rotate-secret`, { token: key.token, rawBody: '{', headers: { 'Content-Type': 'application/json' } });
+    expect(malformed.status).toBe(400);
+    expect(malformed.body.error.message).toBe('body: is not valid JSON');
   });
 
   const rotate = (id: string, body?: unknown) => h.request('POST', `${BASE}/webhooks/${id}/rotate-secret`, { token: key.token, ...(body !== undefined && { body }) });

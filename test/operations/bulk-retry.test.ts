@@ -123,7 +123,13 @@ describe('POST /webhooks/{id}/deliveries/retry', () => {
   it('stops after the delivery in hand when cancelled, and records itself cancelled with the count it reached', async () => {
     const { key, webhookId, ids } = await deadLettered(12);
     receiver.behave(() => ({ status: 200 }));
-    const started = await h.request('POST', `${BASE}/webhooks/${webhookId}/deliveries/retry`, { token: key.token });
+    // No body, but the JSON Content-Type many clients set on every request: the defaults apply.
+    const started = await h.request('POST', `${BASE}/webhooks/${webhookId}/deliveries/retry`, {
+      token: key.token,
+      rawBody: '',
+      headers: { 'Content-Type': 'application/json', 'Content-Length': '0' },
+    });
+    expect(started.status).toBe(202);
     const operationId = started.body.data.id as string;
     await waitForOperation(key.token, webhookId, operationId, (op) => op.retried >= 2);
 

@@ -8,7 +8,7 @@ import type { AppEnv } from '../env.ts';
 import { ApiError } from '../errors.ts';
 import { BulkRetryBodySchema, IdParamsSchema, OperationParamsSchema, OperationSchema, OperationStartedSchema, envelope } from '../schemas.ts';
 import { createRouter } from '../validation.ts';
-import { errorResponses, optionalJsonBody, success } from './shared.ts';
+import { emptyBodyIsNoBody, errorResponses, optionalJsonBody, success } from './shared.ts';
 
 const tags = ['Operations'];
 
@@ -39,6 +39,7 @@ export const operationsRouter = createRouter()
       operationId: 'retryDeliveries',
       tags,
       summary: 'Retry, at a bounded rate, every delivery of the webhook in the given statuses (bulk retry)',
+      middleware: [emptyBodyIsNoBody],
       request: {
         params: IdParamsSchema,
         body: optionalJsonBody(BulkRetryBodySchema),

@@ -1,4 +1,6 @@
 import type { z } from '@hono/zod-openapi';
+import { createMiddleware } from 'hono/factory';
+import type { AppEnv } from '../env.ts';
 import { ErrorSchema } from '../schemas.ts';
 
 /**
@@ -14,10 +16,21 @@ export const jsonBody = <T extends z.ZodType>(schema: T) => ({
   content: { 'application/json': { schema } },
 });
 
-/** An optional JSON request body: absent, the handler sees undefined. */
+/** An optional JSON request body: absent, the handler sees no field set. Its route takes {@link emptyBodyIsNoBody} too. */
 export const optionalJsonBody = <T extends z.ZodType>(schema: T) => ({
   required: false,
   content: { 'application/json': { schema } },
+});
+
+/**
+ * For a route whose JSON body is optional: an empty body sent with `Content-Type:
+ * application/json` (many clients set it on every request) is read as no body (an empty object,
+ * every field unset), not refused as malformed JSON. Hono's body readers parse the text it keeps.
+ */
+export const emptyBodyIsNoBody = createMiddleware<AppEnv>(async (c, next) => {
+  // Hono keeps the promise of each reading of the body there (its type names the value).
+  if (c.req.header('Content-Type') !== undefined && (await c.req.text()).trim() === '') (c.req.bodyCache as { text?: Promise<string> }).text = Promise.resolve('{}');
+  await next();
 });
 
 /** The parameters of a linked operation, as OpenAPI runtime expressions (`$response.body#/data/id`). */

@@ -24,7 +24,7 @@ import { createRouter } from '../validation.ts';
 import { deliveriesRouter } from './deliveries.ts';
 import { operationsRouter } from './operations.ts';
 import { testEventsRouter } from './test-events.ts';
-import { errorResponses, jsonBody, optionalJsonBody, success, webhookLinks } from './shared.ts';
+import { emptyBodyIsNoBody, errorResponses, jsonBody, optionalJsonBody, success, webhookLinks } from './shared.ts';
 
 const tags = ['Webhooks'];
 
@@ -149,9 +149,13 @@ webhooksRouter
     }),
     async (c) => {
       const { id } = c.req.valid('param');
-      await ownedWebhook(c, id);
+      const owned = await ownedWebhook(c, id);
       const { rate_limit: rateLimit, standard_webhooks: standardWebhooks, ...body } = c.req.valid('json');
       const { secretBox } = c.var.deps;
+      // Every field is optional (spec 4.2): with none, nothing is written.
+      if (Object.keys(c.req.valid('json')).length === 0) {
+        return c.json({ data: webhookResource(owned, openWebhookHeaders(secretBox, owned)), message: 'Webhook updated', meta: { request_id: c.var.requestId } }, 200);
+      }
       const updated = await updateWebhook(c.var.deps.db, secretBox, id, {
         ...body,
         ...(rateLimit !== undefined && { rateLimit }),
@@ -201,6 +205,7 @@ webhooksRouter
       operationId: 'rotateWebhookSecret',
       tags,
       summary: 'Replace the signing secret (the new one is returned only here), optionally keeping the old one valid for a grace period',
+      middleware: [emptyBodyIsNoBody],
       request: { params: IdParamsSchema, body: optionalJsonBody(RotateSecretSchema) },
       responses: {
         200: success(envelope(RotatedSecretSchema), 'The new secret, shown once'),
