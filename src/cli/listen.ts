@@ -122,6 +122,21 @@ async function listen(config: Config, args: string[]): Promise<void> {
   });
   const address = server.address();
   const url = `https://127.0.0.1:${typeof address === 'object' && address ? address.port : port}/`;
+  // Listened for before anything is printed: a signal sent as soon as a line names the webhook
+  // (or while it is being created) still stops the listener and deletes it. Ctrl-C under `npm run`
+  // signals this process twice (the terminal, then npm): the handler stays, so that the second
+  // signal does not kill it before the webhook is deleted.
+  const stopped = new Promise<void>((resolve) => {
+    let stopping = false;
+    const stop = () => {
+      if (stopping) return;
+      stopping = true;
+      server.closeAllConnections();
+      server.close(() => resolve());
+    };
+    process.on('SIGINT', stop);
+    process.on('SIGTERM', stop);
+  });
 
   let cleanup = async () => {};
   if (registration) {
@@ -150,18 +165,6 @@ async function listen(config: Config, args: string[]): Promise<void> {
           `The service must trust it and allow a loopback target: start it with\n  ${startCommand(certificate.certFile)}\nCtrl-C to stop.`,
   );
 
-  await new Promise<void>((resolve) => {
-    // Ctrl-C under `npm run` signals this process twice (the terminal, then npm): the handler
-    // stays, so that the second signal does not kill it before the webhook is deleted.
-    let stopping = false;
-    const stop = () => {
-      if (stopping) return;
-      stopping = true;
-      server.closeAllConnections();
-      server.close(() => resolve());
-    };
-    process.on('SIGINT', stop);
-    process.on('SIGTERM', stop);
-  });
+  await stopped;
   await cleanup();
 }
