@@ -59,7 +59,10 @@ async function repairOne(deps: StuckDeliveryDeps, candidate: StuckDeliveryCandid
   const state = await deps.scheduler.deliveryWorkflowState(candidate.deliveryId);
   if (state === 'running') return undefined;
   if (candidate.status === 'processing') {
-    await markDeadLetter(deps.db, candidate.deliveryId, ABANDONED_ATTEMPT_REASON);
+    // Delivered or deleted meanwhile: nothing to put right.
+    if (!(await markDeadLetter(deps.db, candidate.deliveryId, ABANDONED_ATTEMPT_REASON))) return undefined;
+    // Counted as the workflow counts its dead letters: the delivery reached a final status.
+    deps.metrics.deliveriesFinished.inc({ status: 'dead_letter' });
     return state === 'waiting_for_retry' ? 'processing_after_dead_letter' : 'processing_without_workflow';
   }
   await deps.scheduler.retry(

@@ -33,6 +33,7 @@ beforeEach(() => {
 });
 
 const deps = () => ({ db: h.db, scheduler: h.scheduler, logger: h.logger, metrics: h.metrics });
+const finishedDeadLetters = async () => (await h.metrics.deliveriesFinished.get()).values.find((value) => value.labels.status === 'dead_letter')?.value ?? 0;
 const requestsFor = (deliveryId: string) => receiver.requests.filter((request) => request.headers['x-service-delivery-id'] === deliveryId);
 /** Makes deliveries look left as they are since `ms` ago. */
 const age = (ids: string[], ms = 10 * MINUTE_MS) =>
@@ -114,8 +115,11 @@ describe('the repair check', () => {
     const deliveryId = await deliveryWithoutWorkflow(key.projectId, webhookId);
     await startAttempt(h.db, h.secretBox, deliveryId, new Date());
     await age([deliveryId]);
+    const deadLettersBefore = await finishedDeadLetters();
 
     expect(await repairStuckDeliveries(deps(), MINUTE_MS)).toEqual({ processing_without_workflow: 1 });
+    // Counted among the deliveries that reached a final status, as the workflow's dead letters are.
+    expect(await finishedDeadLetters()).toBe(deadLettersBefore + 1);
     const [row] = await h.db.select().from(deliveries).where(eq(deliveries.id, deliveryId));
     expect(row).toMatchObject({ status: 'dead_letter', lastError: ABANDONED_ATTEMPT_REASON });
     const attempts = await h.db.select().from(deliveryAttempts).where(eq(deliveryAttempts.deliveryId, deliveryId));

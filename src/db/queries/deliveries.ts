@@ -406,12 +406,13 @@ const finishFailedStatement = preparedPerDatabase((db) => finishAttemptStatement
 /**
  * Ends a round of attempts in `dead_letter`: used by the workflow after the last attempt,
  * also when that attempt could not record its own outcome (its worker died). Attempt rows
- * left open by such an attempt are closed as timed out.
+ * left open by such an attempt are closed as timed out. False when the delivery is gone or was
+ * delivered meanwhile (nothing changed).
  */
-export async function markDeadLetter(db: Database, deliveryId: string, reason?: string): Promise<void> {
+export async function markDeadLetter(db: Database, deliveryId: string, reason?: string): Promise<boolean> {
   // One statement, not a transaction of two: both updates commit together, in one round trip.
   const closed = db.$with('closed').as(closeAbandonedAttempts(db, deliveryId));
-  await db
+  const ended = await db
     .with(closed)
     .update(deliveries)
     .set({
@@ -420,5 +421,7 @@ export async function markDeadLetter(db: Database, deliveryId: string, reason?: 
       updatedAt: new Date(),
       ...(reason ? { lastError: reason } : {}),
     })
-    .where(and(eq(deliveries.id, deliveryId), ne(deliveries.status, 'delivered')));
+    .where(and(eq(deliveries.id, deliveryId), ne(deliveries.status, 'delivered')))
+    .returning({ id: deliveries.id });
+  return ended.length > 0;
 }
