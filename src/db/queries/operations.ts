@@ -145,7 +145,7 @@ export async function findOperation(db: Database, webhookId: string, id: string)
 
 /**
  * The next `limit` deliveries of an operation in `state`, in id order, with their event: read
- * along `operation_deliveries_state_idx`, so a step reads only what it returns, however many
+ * along `operation_deliveries_state_idx`, so only what it returns is read, however many
  * deliveries the operation has handled before.
  */
 export function operationItemsIn(db: Database, operationId: string, state: 'matched' | 'queued', limit: number) {
