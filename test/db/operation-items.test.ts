@@ -69,7 +69,7 @@ it('a step reads the deliveries it handles, not those the operation handled befo
   expect((await pendingOperationItems(db, operation.id, limit)).map((item) => item.state)).toEqual(Array(limit).fill('matched'));
   const [explained] = await queryRows<{ 'QUERY PLAN': [{ Plan: Record<string, unknown> }] }>(
     db,
-    sql`explain (analyze, format json) ${pendingOperationItemsStatement(operation.id, limit)}`,
+    sql`explain (analyze, format json) ${pendingOperationItemsStatement(db, operation.id, limit)}`,
   );
   const read = rowsReadFrom(explained!['QUERY PLAN'][0].Plan, 'operation_deliveries');
   expect(read).toBeLessThanOrEqual(2 * limit);

@@ -159,17 +159,12 @@ export function operationItemsIn(db: Database, operationId: string, state: 'matc
 }
 
 /**
- * The statement of {@link pendingOperationItems}: two reads along `operation_deliveries_state_idx`
- * of at most `limit` each, so a step reads what it returns, however many deliveries the operation
- * has handled before.
+ * The statement of {@link pendingOperationItems}: {@link operationItemsIn} for each state, so a
+ * step reads what it returns, however many deliveries the operation has handled before.
  */
-export function pendingOperationItemsStatement(operationId: string, limit: number): SQL {
-  const inState = (state: 'matched' | 'queued') =>
-    sql`(select ${operationDeliveries.deliveryId} as delivery_id, ${operationDeliveries.state} as state, ${deliveries.event} as event
-         from ${operationDeliveries} join ${deliveries} on ${deliveries.id} = ${operationDeliveries.deliveryId}
-         where ${operationDeliveries.operationId} = ${operationId} and ${operationDeliveries.state} = ${state}
-         order by ${operationDeliveries.deliveryId} limit ${limit})`;
-  return sql`select delivery_id, state, event from (${inState('queued')} union all ${inState('matched')}) as pending
+export function pendingOperationItemsStatement(db: Database, operationId: string, limit: number): SQL {
+  const inState = (state: 'matched' | 'queued') => operationItemsIn(db, operationId, state, limit).getSQL();
+  return sql`select delivery_id, state, event from ((${inState('queued')}) union all (${inState('matched')})) as pending
              order by state = 'queued' desc, delivery_id limit ${limit}`;
 }
 
@@ -179,7 +174,7 @@ export function pendingOperationItemsStatement(operationId: string, limit: numbe
  * order.
  */
 export async function pendingOperationItems(db: Database, operationId: string, limit: number) {
-  const rows = await queryRows<{ delivery_id: string; state: 'matched' | 'queued'; event: string }>(db, pendingOperationItemsStatement(operationId, limit));
+  const rows = await queryRows<{ delivery_id: string; state: 'matched' | 'queued'; event: string }>(db, pendingOperationItemsStatement(db, operationId, limit));
   return rows.map((row) => ({ deliveryId: row.delivery_id, state: row.state, event: row.event }));
 }
 
