@@ -19,20 +19,26 @@ export interface PublishQuotaLimits {
 /** Refusals remembered before the ones whose time has come are forgotten. */
 const MAX_REMEMBERED_REFUSALS = 10_000;
 
+/** How long a refusal is remembered at most, so that a quota the operator raises reaches a project held back within it. */
+const REMEMBER_REFUSAL_MS = 1000;
+
 /** The answer to an event at the door. */
 export type QuotaDecision = { granted: true } | { granted: false; retryAfterMs: number };
 
-/** A refusal remembered until its time: for the project, and for the credential it came with. */
+/** A refusal remembered for a while: for the project, and for the credential it came with. */
 interface Refusal {
   projectId: string;
+  /** When the project may publish again, as far as its quota knew then. */
+  retryAt: number;
+  /** When it is forgotten: its time, or {@link REMEMBER_REFUSAL_MS} at most. */
   until: number;
 }
 
 /**
  * Takes one event of a project's quota. A refusal is also kept in this process until its time
- * has come: every request of the project before then would be refused too (its next arrival time
- * only moves when an event is accepted), so a project that floods the door costs the database
- * nothing more until then.
+ * has come, for a second at most: every request of the project before then would be refused too
+ * (its next arrival time only moves when an event is accepted, or the operator raises its
+ * quota), so a project that floods the door costs the database one statement a second at most.
  */
 export class PublishQuota {
   readonly #db: Database;
@@ -48,26 +54,27 @@ export class PublishQuota {
   /**
    * The refusal still standing for a producer credential (its bearer token), if an event it
    * brought was refused moments ago: its requests are refused again before anything else is done
-   * (no database lookup, no body read) until the time given, so a project flooding the door
-   * costs the service little. Only the full, valid credential finds it.
+   * (no database lookup, no body read) for a while, so a project flooding the door costs the
+   * service little. Only the full, valid credential finds it.
    */
   refusedCredential(credential: string): { projectId: string; retryAfterMs: number } | undefined {
     // Nothing refused in this process: no digest to make.
     if (this.#refusals.size === 0) return undefined;
     const refusal = this.#standing(credentialKey(credential));
-    return refusal && { projectId: refusal.projectId, retryAfterMs: refusal.until - Date.now() };
+    return refusal && { projectId: refusal.projectId, retryAfterMs: refusal.retryAt - Date.now() };
   }
 
   /** Takes one event of a project's quota; a refusal is remembered for the project and for `credential` (the producer's token). */
   async take(projectId: string, credential?: string): Promise<QuotaDecision> {
     const standing = this.#standing(projectId);
-    if (standing) return { granted: false, retryAfterMs: standing.until - Date.now() };
+    if (standing) return { granted: false, retryAfterMs: standing.retryAt - Date.now() };
     const [row] = await queryRows<{ granted: boolean; retry_after_ms: number }>(
       this.#db,
       sql`select granted, retry_after_ms from take_publish_token(${projectId}, ${this.#limits.rate}::float8, ${this.#limits.burst}::int)`,
     );
     if (row!.granted) return { granted: true };
-    const refusal = { projectId, until: Date.now() + row!.retry_after_ms };
+    const now = Date.now();
+    const refusal = { projectId, retryAt: now + row!.retry_after_ms, until: now + Math.min(row!.retry_after_ms, REMEMBER_REFUSAL_MS) };
     this.#remember(projectId, refusal);
     if (credential !== undefined) this.#remember(credentialKey(credential), refusal);
     return { granted: false, retryAfterMs: row!.retry_after_ms };

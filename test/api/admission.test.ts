@@ -73,6 +73,23 @@ describe('the publish quota of a project', () => {
     for (let i = 0; i < 10; i += 1) answers.push((await h.publish(event(key.projectId, `big-${i}`))).status);
     expect(answers).toEqual(Array(10).fill(202));
   });
+
+  it('applies a quota the operator raises from the next requests, though the project had used up a slower one', async () => {
+    const { key } = await createWebhookFor(h, receiver.url);
+    await setProjectLimits(h.db, key.projectId, { publishRate: 0.01, publishBurst: 1 });
+    expect((await h.publish(event(key.projectId, 'slow-0'))).status).toBe(202);
+    const refused = await h.publish(event(key.projectId, 'slow-1'));
+    expect(refused.status).toBe(429);
+    expect(Number(refused.headers.get('Retry-After'))).toBeGreaterThan(90);
+
+    await setProjectLimits(h.db, key.projectId, { publishRate: 1000, publishBurst: 20 });
+    // Refused at most twice more: while this process remembers the refusal (a second at most),
+    // and once as the new quota's used-up burst (for one step of its rate: a millisecond).
+    const statuses = [];
+    for (let i = 0; i < 6; i += 1) statuses.push((await h.publish(event(key.projectId, `fast-${i}`))).status);
+    expect(statuses.slice(2)).toEqual([202, 202, 202, 202]);
+    expect(await storedEvents(key.projectId)).toEqual(['slow-0', ...statuses.flatMap((status, i) => (status === 202 ? [`fast-${i}`] : []))].sort());
+  }, 30_000);
 });
 
 describe('the publish quota, through the portal', () => {
