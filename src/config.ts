@@ -22,6 +22,9 @@ const LONGEST_DURATION_MS = 3650 * 86_400_000;
 const LONGEST_DATABASE_TIMEOUT_MS = 24 * 86_400_000;
 
 /** A duration such as `30d`, `12h`, `15m` or `90s`, from `min` to `max`. */
+/** The shortest retention period, RETENTION_PERIOD's or `retention run --older-than`'s: no delivery is deleted while its producer may still repeat its event. */
+export const SHORTEST_RETENTION_PERIOD_MS = 3_600_000;
+
 const duration = (min: number, max = LONGEST_DURATION_MS) =>
   z
     .string()
@@ -173,7 +176,7 @@ const environmentVariables = z.object({
   WEBHOOKS_API_URL: optionalString.pipe(z.url({ message: 'must be an http(s) URL' }).optional()),
   WEBHOOKS_API_TOKEN: optionalString,
   WORKFLOW_BUNDLE_PATH: z.string().min(1).default('dist/workflow-bundle.js'),
-  RETENTION_PERIOD: duration(3_600_000).prefault('30d'),
+  RETENTION_PERIOD: duration(SHORTEST_RETENTION_PERIOD_MS).prefault('30d'),
   WEBHOOK_AUTO_DISABLE_AFTER: duration(1_000).prefault('5d'),
   WEBHOOK_AUTO_DISABLE_MIN_DEAD_LETTERS: z
     .string()

@@ -1,5 +1,5 @@
 import { parseArgs } from 'node:util';
-import type { Config } from '../config.ts';
+import { SHORTEST_RETENTION_PERIOD_MS, type Config } from '../config.ts';
 import { formatDuration, parseDuration } from '../duration.ts';
 import { sweepAll, sweepCutoffs, SWEEP_BATCH_SIZE } from '../retention/sweep.ts';
 import { connectDatabase } from './database.ts';
@@ -8,7 +8,7 @@ import { UsageError, type Command } from './output.ts';
 const USAGE = `usage: retention run [--older-than <duration>] [--batch-size <n>] [--json]
   Deletes at once, in batches, what the scheduled retention sweep deletes: delivered deliveries
   (with their attempts) and events past the period (RETENTION_PERIOD unless --older-than, e.g.
-  30d, 12h); dead-lettered deliveries only once their workflow cannot wait for a retry any more
+  30d, 12h; 1h at least); dead-lettered deliveries only once their workflow cannot wait for a retry any more
   (8 days); never a pending, processing or failed one. Safe to interrupt and to run again.`;
 
 /** `retention run`: the retention sweep, now, from the command line. */
@@ -25,7 +25,9 @@ async function sweep(config: Config, args: string[]): Promise<void> {
     },
   });
   const olderThanMs = values['older-than'] === undefined ? config.retention.periodMs : parseDuration(values['older-than']);
-  if (olderThanMs === undefined) throw new UsageError(`--older-than must be a duration such as 30d, 12h, 15m or 90s\n${USAGE}`);
+  if (olderThanMs === undefined || olderThanMs < SHORTEST_RETENTION_PERIOD_MS) {
+    throw new UsageError(`--older-than must be a duration of at least ${formatDuration(SHORTEST_RETENTION_PERIOD_MS)}, such as 30d, 12h, 15m or 90s\n${USAGE}`);
+  }
   const batchSize = values['batch-size'] === undefined ? SWEEP_BATCH_SIZE : Number(values['batch-size']);
   if (!Number.isInteger(batchSize) || batchSize < 1 || batchSize > 100_000) throw new UsageError(`--batch-size must be a whole number from 1 to 100000\n${USAGE}`);
 

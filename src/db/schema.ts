@@ -190,9 +190,10 @@ export const deliveries = pgTable(
     // The deliveries list filtered by status: a rare status deep in a large webhook's history
     // would otherwise be found by walking every delivery of the webhook (docs/performance.md).
     index('deliveries_webhook_status_idx').on(table.webhookId, table.status, table.id),
-    // The retention sweep's way to the oldest settled deliveries.
-    index('deliveries_settled_idx')
-      .on(table.updatedAt)
+    // The retention sweep's way to the oldest settled deliveries of each status: the two are past
+    // retention at different times, so the sweep walks each apart, never past the rows it keeps.
+    index('deliveries_settled_by_status_idx')
+      .on(table.status, table.updatedAt)
       .where(sql`${table.status} in ('delivered', 'dead_letter')`),
     // The repair check's way to deliveries left pending or processing (src/repair/).
     index('deliveries_unsettled_idx')

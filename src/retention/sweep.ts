@@ -13,7 +13,7 @@
  * Last, it erases the secrets rotations replaced whose grace period has ended (they sign nothing
  * after it already).
  */
-import { sql } from 'drizzle-orm';
+import { sql, type SQL } from 'drizzle-orm';
 import { queryRows, type Database } from '../db/client.ts';
 import { eraseExpiredPreviousSecrets } from '../db/queries/webhooks.ts';
 import { DEAD_LETTER_WAIT_MS } from '../../workflows/delivery.ts';
@@ -67,33 +67,44 @@ export interface SweepStep extends SweepCounts {
 }
 
 /**
- * One bounded batch of the sweep at `position`. In the deliveries phase: deletes up to
- * `batchSize` settled deliveries past retention, oldest first (their attempts go with them, by
- * the foreign key's cascade). In the events phase: looks at the next `batchSize` events past
- * retention, in (created_at, id) order after `position.after`, and deletes those with no
+ * The statement of a deliveries batch: deletes up to `batchSize` settled deliveries past
+ * retention, the delivered ones first. Each status is read along its own range of
+ * `deliveries_settled_by_status_idx`, so a batch reads what it deletes, never the dead letters it
+ * keeps that are older than delivered rows it deletes (a period under the dead-letter wait).
+ */
+export function settledDeliveriesBatch(cutoffs: SweepCutoffs, batchSize: number): SQL {
+  return sql`
+    with delivered as (
+      select id from deliveries
+      where status = 'delivered' and updated_at < ${cutoffs.before.toISOString()}::timestamptz
+      order by status, updated_at
+      limit ${batchSize}
+      for update skip locked
+    ),
+    dead_letters as (
+      select id from deliveries
+      where status = 'dead_letter' and updated_at < ${cutoffs.deadLetterBefore.toISOString()}::timestamptz
+      order by status, updated_at
+      limit (select ${batchSize}::int - count(*) from delivered)
+      for update skip locked
+    )
+    delete from deliveries
+    using (select id from delivered union all select id from dead_letters) as doomed
+    where deliveries.id = doomed.id
+    returning deliveries.id`;
+}
+
+/**
+ * One bounded batch of the sweep at `position`. In the deliveries phase:
+ * {@link settledDeliveriesBatch} (their attempts go with them, by the foreign key's cascade).
+ * In the events phase: looks at the next `batchSize` events past retention, in (created_at, id) order after `position.after`, and deletes those with no
  * delivery left; the others keep a delivery that is not swept, so the next batch starts after
  * them instead of reading them again.
  */
 export async function sweepBatch(db: Database, cutoffs: SweepCutoffs, position: SweepPosition, batchSize = SWEEP_BATCH_SIZE): Promise<SweepStep> {
   const before = cutoffs.before.toISOString();
   if (position.phase === 'deliveries') {
-    const deadLetterBefore = cutoffs.deadLetterBefore.toISOString();
-    const deleted = await queryRows<{ id: string }>(
-      db,
-      sql`
-        with doomed as (
-          select id from deliveries
-          -- The first line is the partial index's range; deadLetterBefore is never later than before.
-          where status in ('delivered', 'dead_letter') and updated_at < ${before}::timestamptz
-            and ((status = 'delivered' and updated_at < ${before}::timestamptz)
-              or (status = 'dead_letter' and updated_at < ${deadLetterBefore}::timestamptz))
-          order by updated_at
-          limit ${batchSize}
-          for update skip locked
-        )
-        delete from deliveries using doomed where deliveries.id = doomed.id
-        returning deliveries.id`,
-    );
+    const deleted = await queryRows<{ id: string }>(db, settledDeliveriesBatch(cutoffs, batchSize));
     return { deliveries: deleted.length, events: 0, previousSecrets: 0, next: deleted.length < batchSize ? { phase: 'events' } : position };
   }
   if (position.phase === 'previous_secrets') {

@@ -19,6 +19,7 @@ import {
 import { deliveries } from '../../src/db/schema.ts';
 import { generateEncryptionKey, SecretBox } from '../../src/secrets/crypto.ts';
 import { openSharedTestDatabase, type SharedTestDatabase } from '../support/database.ts';
+import { rowsReadFrom } from '../support/query-plans.ts';
 import { storedProject, webhookWithDeliveries } from '../support/stored-deliveries.ts';
 
 let database: SharedTestDatabase;
@@ -40,13 +41,6 @@ async function operationOver(projectId: string, count: number) {
   if (!('id' in operation)) throw new Error(`no operation: ${JSON.stringify(operation)}`);
   expect(await selectOperationPage(db, operation, 100)).toBe(count);
   return { operation, webhookId, ids };
-}
-
-/** The rows each scan of `table` read in an EXPLAIN ANALYZE plan (those it returned and those its filter removed), summed. */
-function rowsReadFrom(plan: Record<string, unknown>, table: string): number {
-  const own = plan['Relation Name'] === table ? Number(plan['Actual Rows'] ?? 0) * Number(plan['Actual Loops'] ?? 1) + Number(plan['Rows Removed by Filter'] ?? 0) : 0;
-  const children = (plan['Plans'] as Record<string, unknown>[] | undefined) ?? [];
-  return own + children.reduce((sum, child) => sum + rowsReadFrom(child, table), 0);
 }
 
 it('a step reads the deliveries it handles, not those the operation handled before', async () => {
