@@ -125,7 +125,7 @@ const environmentVariables = z.object({
   TEMPORAL_API_KEY: optionalString,
   TEMPORAL_NAMESPACE: z.string().min(1).default('default'),
   TEMPORAL_TASK_QUEUE: z.string().min(1).default('webhook-deliveries'),
-  WORKER_MAX_CACHED_WORKFLOWS: z.coerce.number().int().min(0).max(100_000).default(1000),
+  WORKER_MAX_CACHED_WORKFLOWS: wholeNumber(0, 100_000).prefault('1000'),
   TEMPORAL_PORT: port.default(7233),
   TEMPORAL_UI_PORT: port.default(8233),
   CLUSTER_POSTGRES_PORT: port.default(5434),
@@ -217,7 +217,11 @@ const environmentVariables = z.object({
   ),
 });
 
-const environmentSchema = environmentVariables.transform((env, context) => ({ ...env, temporalTls: temporalTls(env, context) }));
+const environmentSchema = environmentVariables.transform((env, context) => {
+  // Read here too (the worker reads it again), so that a missing or wrong file stops every role's start naming its variable.
+  if (env.DELIVERY_CA_FILE) readCertificates('DELIVERY_CA_FILE', env.DELIVERY_CA_FILE, (variable, message) => context.addIssue({ code: 'custom', path: [variable], message }));
+  return { ...env, temporalTls: temporalTls(env, context) };
+});
 
 /** How the service reaches TEMPORAL_ADDRESS over TLS: the files' contents, read and checked once at start. */
 export interface TemporalTls {

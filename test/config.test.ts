@@ -151,8 +151,8 @@ describe('parseConfig', () => {
       METRICS_HOST: '10.0.0.5',
       DELIVERY_TIMEOUT_MS: '5000',
       DELIVERY_ALLOW_PRIVATE_TARGETS: 'true',
-      DELIVERY_CA_FILE: '/etc/ca.pem',
       DELIVERY_TRACEPARENT: 'true',
+      WORKER_MAX_CACHED_WORKFLOWS: '0',
     });
 
     expect(config.http).toEqual({ port: 9090, host: '0.0.0.0' });
@@ -162,7 +162,8 @@ describe('parseConfig', () => {
     expect(config.secretEncryptionKey).toBe(KEY_32_BYTES);
     expect(config.eventProducerToken).toBe('p'.repeat(32));
     expect(config.metrics.host).toBe('10.0.0.5');
-    expect(config.delivery).toEqual({ timeoutMs: 5000, allowPrivateTargets: true, caFile: '/etc/ca.pem', traceparent: true });
+    expect(config.delivery).toEqual({ timeoutMs: 5000, allowPrivateTargets: true, traceparent: true });
+    expect(config.temporal.maxCachedWorkflows).toBe(0);
   });
 
   it('turns tracing on with an OTLP endpoint, from the standard OTEL_* variables only', () => {
@@ -232,6 +233,8 @@ describe('parseConfig', () => {
     ['PORT', '70000'],
     ['PORT', '0x50'],
     ['PGLITE_PORT', ''],
+    ['WORKER_MAX_CACHED_WORKFLOWS', ''],
+    ['DELIVERY_CA_FILE', '/nonexistent/ca.pem'],
     ['DATABASE_URL', 'mysql://x'],
     ['TEMPORAL_ADDRESS', 'nohostport'],
     ['LOG_LEVEL', 'loud'],
@@ -282,6 +285,12 @@ describe('TLS to TEMPORAL_ADDRESS (TEMPORAL_TLS*, TEMPORAL_API_KEY)', () => {
     TEMPORAL_TLS_CLIENT_CERT_PATH: files('a', 'client.pem'),
     TEMPORAL_TLS_CLIENT_KEY_PATH: files('a', 'client.key'),
     TEMPORAL_TLS_SERVER_CA_CERT_PATH: files('a', 'ca.pem'),
+  });
+
+  it('reads DELIVERY_CA_FILE at start, and names it when its file is missing or holds no certificate', () => {
+    expect(parseConfig({ DELIVERY_CA_FILE: files('a', 'ca.pem') }).delivery.caFile).toBe(files('a', 'ca.pem'));
+    expect(configError({ DELIVERY_CA_FILE: files('a', 'client.key') }).message).toMatch(/^  DELIVERY_CA_FILE: .*holds no PEM certificate/m);
+    expect(configError({ DELIVERY_CA_FILE: path.join(dir, 'garbled.pem') }).message).toMatch(/^  DELIVERY_CA_FILE: .*does not parse/m);
   });
 
   it('connects in plaintext unless a variable asks for TLS; an API key asks for it unless TEMPORAL_TLS=false', () => {
