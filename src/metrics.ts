@@ -191,7 +191,7 @@ export function createMetrics(options: { database?: DatabaseFigures } = {}) {
     }),
     sendWaits: new Counter({
       name: 'webhook_send_waits_total',
-      help: "Sends that waited instead of starting (no attempt used): webhook_busy, project_busy, destination_busy (all its places at that level in use: ENDPOINT_MAX_IN_FLIGHT, or one while its circuit is open; PROJECT_ and DESTINATION_MAX_IN_FLIGHT or the operator's limit), rate_limit (the webhook's rate_limit), previous_attempt (an earlier attempt of the delivery may still be sending), database_unreachable (the database could not be reached before the request went out) database_locked (a lock not granted within DATABASE_LOCK_TIMEOUT before the request went out) or worker_stopping (its worker began to stop while it waited there for room, WORKER_MAX_SENDS_IN_FLIGHT; another worker takes it)",
+      help: "Sends that waited instead of starting (no attempt used): webhook_busy, project_busy, destination_busy (all its places at that level in use: ENDPOINT_MAX_IN_FLIGHT, or one while its circuit is open; PROJECT_ and DESTINATION_MAX_IN_FLIGHT or the operator's limit), rate_limit (the webhook's rate_limit), previous_attempt (an earlier attempt of the delivery may still be sending), database_unreachable (the database could not be reached before the request went out), database_locked (a lock not granted within DATABASE_LOCK_TIMEOUT before the request went out) or worker_stopping (its worker began to stop while it waited there for room, WORKER_MAX_SENDS_IN_FLIGHT; another worker takes it)",
       labelNames: ['reason'] as const,
       registers,
     }),
@@ -207,7 +207,9 @@ export function createMetrics(options: { database?: DatabaseFigures } = {}) {
         'What the repair check (a Temporal Schedule) found and put right: undispatched_event (an event whose delivery workflows were not all started, its API process stopped in between), ' +
         'pending_without_workflow (a delivery queued for a retry whose workflow had closed or never started), pending_retry_lost (one queued for a retry whose workflow still waited for it), ' +
         'processing_without_workflow (an attempt left open by a workflow that has closed: the delivery is dead-lettered), ' +
-        'forgotten_line (the head of a waiting line woken because a place of its scope was free and nobody else would wake it: its waker died)',
+        'processing_after_dead_letter (an attempt started after its round was dead-lettered and never recorded: dead-lettered again), ' +
+        'forgotten_line (the head of a waiting line woken because a place of its scope was free and nobody else would wake it: its waker died), ' +
+        'operation_never_started (a bulk retry whose workflow was never started: started), operation_workflow_closed (a bulk retry whose workflow closed without recording its end: ended failed)',
       labelNames: ['problem'] as const,
       registers,
     }),

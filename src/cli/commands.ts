@@ -14,8 +14,11 @@ admin (direct database access; embedded mode needs \`npm start\` running, else D
   events purge --project <id> (--id <key> | --request-id <id>)           erase events' data (data-subject request)
   retention run [--older-than <duration>]                                delete what is past the retention period now
   secrets reseal                                                         re-encrypt webhook secrets, headers and event payloads (key rotation, upgrades)
-  limits show | set|reset (--project <id> | --destination <host[:port]>) [--max-in-flight <n>]
-                                                                         the operator's send limits of a project or a destination
+  limits show                                                            the configured limits and every override
+  limits set --project <id> [--max-in-flight <n>] [--publish-rate <events/s>] [--publish-burst <n>] [--max-webhooks <n>]
+                                                                         a project's send, publish and webhook limits
+  limits set --destination <host[:port]> --max-in-flight <n>             the sends in flight to one destination
+  limits reset (--project <id> | --destination <host[:port]>)            back to the configured limits
 
 API (over HTTP; --token or WEBHOOKS_API_TOKEN, --api-url or WEBHOOKS_API_URL):
   webhooks list|create|get|update|delete|rotate-secret                    manage webhooks
