@@ -169,15 +169,17 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
   const address = `${options.ip ?? '127.0.0.1'}:${options.port}`;
   const uiUrl = options.uiPort === undefined ? undefined : `http://${options.ip ?? '127.0.0.1'}:${options.uiPort}`;
   const cli = findTemporalCli(options.cliPath);
-  if (!cli) return startDownloadedDevServer(options, address, uiUrl);
-
   const pidFile = options.stateDir && path.join(options.stateDir, 'temporal.pid');
   if (options.stateDir) await mkdir(options.stateDir, { recursive: true });
   if (pidFile) await stopLeftover(pidFile, path.join(options.stateDir!, 'temporal.db'));
-  // Checked first: a Temporal server already on the port would answer the readiness probe
-  // while our own dev server fails to bind, and the service would quietly use someone else's.
+  // Checked first: a Temporal server already on the port (another start's, or one a killed start
+  // left behind) would answer the readiness probe while our own dev server fails to bind, and the
+  // service would quietly use someone else's.
   await assertPortFree(options.ip ?? '127.0.0.1', options.port, 'TEMPORAL_PORT');
   if (options.uiPort !== undefined) await assertPortFree(options.ip ?? '127.0.0.1', options.uiPort, 'TEMPORAL_UI_PORT');
+  // The downloaded server's process is the SDK's to start and stop, so it keeps no pid file: one
+  // a killed start left behind makes the next start stop here, on its port, naming it.
+  if (!cli) return startDownloadedDevServer(options, address, uiUrl);
   const child = spawn(cli, devServerArgs(options), { stdio: ['ignore', 'pipe', 'pipe'] });
   let spawnError: Error | undefined;
   child.once('error', (error) => (spawnError = error));
