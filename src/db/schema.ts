@@ -479,6 +479,12 @@ export const portalSessions = pgTable(
     expiresAt: timestamp('expires_at', { withTimezone: true, mode: 'date' }).notNull(),
     /** Signed out (null: not signed out). */
     endedAt: timestamp('ended_at', { withTimezone: true, mode: 'date' }),
+    /**
+     * A signing secret a change of this session made, waiting for the one page that shows it
+     * (sealed, bound to the session; null once shown): the change answers with a redirect, so a
+     * reload of that page neither repeats the change nor shows the secret again.
+     */
+    secretRevealSealed: text('secret_reveal_sealed'),
     createdAt: createdAt(),
   },
   (table) => [index('portal_sessions_project_expires_idx').on(table.projectId, table.expiresAt)],

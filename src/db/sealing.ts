@@ -5,7 +5,8 @@
  *   hash only;
  * - a webhook's signing secret (and the one a rotation replaced, during its grace period) and its
  *   custom headers (often an `Authorization` value for the customer's own endpoint), bound to the
- *   webhook's id and the field.
+ *   webhook's id and the field;
+ * - a signing secret the customer portal has still to show once, bound to the portal session.
  *
  * The queries that store these rows (src/db/queries/) seal and open them with this module.
  */
@@ -139,3 +140,24 @@ export function resealedWebhook(
     previousSecretExpiresAt: previous === undefined ? null : webhook.previousSecretExpiresAt,
   };
 }
+
+// Portal secret reveals
+
+/** A signing secret the portal shows once, on the page its change redirects to. */
+export interface SecretReveal {
+  webhookId: string;
+  secret: string;
+  /** What made it: the endpoint's creation, or a rotation. */
+  change: 'created' | 'rotated';
+  /** What the page says of the change besides. */
+  notice?: string | undefined;
+}
+
+/** What is authenticated with a sealed reveal: it opens for that portal session only. */
+const revealSealContext = (sessionId: string) => `portal-session:${sessionId}:secret-reveal`;
+
+export const sealSecretReveal = (box: SecretBox, sessionId: string, reveal: SecretReveal): string =>
+  box.seal(JSON.stringify(reveal), revealSealContext(sessionId));
+
+export const openSecretReveal = (box: SecretBox, sessionId: string, sealed: string): SecretReveal =>
+  JSON.parse(box.open(sealed, revealSealContext(sessionId))) as SecretReveal;

@@ -10,6 +10,7 @@ const NOTICES = {
   'test-sent': 'Test event sent. This page follows its delivery.',
   retried: 'Queued for retry.',
   cancelled: 'Bulk retry cancelled: what it had queued goes on; nothing more is queued.',
+  'secret-shown': 'Its signing secret was shown once, after the change that made it. For a new one, rotate it.',
 } as const satisfies Record<string, string>;
 
 /** The signed-in session as the views need it. */

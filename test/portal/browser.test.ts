@@ -95,7 +95,7 @@ describe('the customer portal in Chromium', () => {
     await page.keyboard.type(`${receiver.url}/portal`);
     await tabTo('button[type=submit].primary');
     await page.keyboard.press('Enter');
-    await page.waitForURL(/\/portal\/webhooks$/);
+    await page.waitForURL(/\/portal\/webhooks\/wh_[0-9a-z]{26}\/secret$/);
     await expect(page.locator('h1').textContent()).resolves.toBe('Endpoint added');
     secret = await page.locator('#secret').inputValue();
     expect(secret).toMatch(/^whsec_/);

@@ -21,11 +21,21 @@ async function apiWebhook(id: string, token = key.token) {
   return h.request('GET', `${BASE}/webhooks/${id}`, { token });
 }
 
+/** Posts a change that makes a secret, and follows its redirect to the page that shows it. */
+async function secretShownAfter(path: string, fields: Record<string, string> = {}) {
+  const changed = await visitor.post(path, fields);
+  expect(changed.status).toBe(303);
+  expect(changed.location).toMatch(/^\/portal\/webhooks\/wh_[0-9a-z]{26}\/secret$/);
+  const page = await visitor.get(changed.location!);
+  expect(page.status).toBe(200);
+  return { page, secretPath: changed.location!, secret: /value="(whsec_[^"]+)"/.exec(page.html)![1]! };
+}
+
 async function createdThroughPortal(url: string, headers = '') {
-  const page = await visitor.post('/portal/webhooks', { url, events: 'docauth.completed', headers });
-  expect(page.status).toBe(201);
+  const { page, secretPath, secret } = await secretShownAfter('/portal/webhooks', { url, events: 'docauth.completed', headers });
+  expect(page.html).toContain('Endpoint added');
   const id = /href="\/portal\/webhooks\/(wh_[0-9a-z]{26})"/.exec(page.html)![1]!;
-  return { id, secret: /value="(whsec_[^"]+)"/.exec(page.html)![1]!, page };
+  return { id, secret, page, secretPath };
 }
 
 describe('endpoints through the portal', () => {
@@ -43,6 +53,28 @@ describe('endpoints through the portal', () => {
     expect(shown.status).toBe(200);
     expect(shown.html).toContain('https://example.com/portal');
     expect(shown.html).not.toContain(secret);
+  });
+
+  it('answers the change with a redirect, so a reload of the secret\'s page neither adds the endpoint again nor shows the secret again', async () => {
+    const before = (await h.request('GET', `${BASE}/webhooks`, { token: key.token })).body.data.length;
+    const { id, secret, secretPath } = await createdThroughPortal('https://example.com/reloaded');
+    const reloaded = await visitor.get(secretPath);
+    expect(reloaded.status).toBe(303);
+    expect(reloaded.location).toBe(`/portal/webhooks/${id}?done=secret-shown`);
+    expect(reloaded.html).not.toContain(secret);
+    const endpoint = await visitor.get(reloaded.location!);
+    expect(endpoint.html).toContain('Its signing secret was shown once');
+    expect(endpoint.html).not.toContain(secret);
+    expect((await h.request('GET', `${BASE}/webhooks`, { token: key.token })).body.data.length).toBe(before + 1);
+
+    // Another session of the project never sees a secret this one has still to show.
+    const rotated = await visitor.post(`/portal/webhooks/${id}/rotate-secret`);
+    const other = new PortalVisitor(h);
+    await other.signIn(key.token);
+    expect((await other.get(rotated.location!)).status).toBe(303);
+    const fresh = await visitor.get(rotated.location!);
+    expect(fresh.html).toContain('Secret rotated');
+    expect(/value="(whsec_[^"]+)"/.exec(fresh.html)![1]).not.toBe(secret);
   });
 
   it('shows the API\'s own message for a refused field, keeps the input, and writes nothing', async () => {
@@ -126,9 +158,8 @@ describe('endpoints through the portal', () => {
     const { id, secret } = await createdThroughPortal('https://example.com/rotate');
     const asked = await visitor.get(`/portal/webhooks/${id}/rotate-secret`);
     expect(asked.html).toContain('Replace the signing secret');
-    const rotated = await visitor.post(`/portal/webhooks/${id}/rotate-secret`);
-    expect(rotated.status).toBe(200);
-    const fresh = /value="(whsec_[^"]+)"/.exec(rotated.html)![1];
+    const { page: rotated, secret: fresh } = await secretShownAfter(`/portal/webhooks/${id}/rotate-secret`);
+    expect(rotated.html).toContain('Secret rotated');
     expect(fresh).toMatch(/^whsec_/);
     expect(fresh).not.toBe(secret);
     expect(rotated.headers.get('Cache-Control')).toBe('no-store');
@@ -139,8 +170,7 @@ describe('endpoints through the portal', () => {
     const { id } = await createdThroughPortal('https://example.com/rotate-grace');
     const asked = await visitor.get(`/portal/webhooks/${id}/rotate-secret`);
     expect(asked.html).toContain('<option value="86400">24 hours</option>');
-    const rotated = await visitor.post(`/portal/webhooks/${id}/rotate-secret`, { grace_period: '86400' });
-    expect(rotated.status).toBe(200);
+    const { page: rotated } = await secretShownAfter(`/portal/webhooks/${id}/rotate-secret`, { grace_period: '86400' });
     const { previous_secret_expires_at: expiresAt } = (await apiWebhook(id)).body.data;
     expect(Date.parse(expiresAt) - Date.now()).toBeGreaterThan(86_300_000);
     expect(rotated.html).toContain(`The previous secret also signs until ${expiresAt}.`);

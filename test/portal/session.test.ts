@@ -152,7 +152,7 @@ describe('the session', () => {
     expect(await webhookCount(key.token)).toBe(0);
 
     const made = await visitor.post('/portal/webhooks', fields);
-    expect(made.status).toBe(201);
+    expect(made.status).toBe(303);
     expect(await webhookCount(key.token)).toBe(1);
   });
 

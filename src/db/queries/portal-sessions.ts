@@ -1,8 +1,9 @@
-import { and, eq, exists, gt, isNull, lt } from 'drizzle-orm';
-import type { Database } from '../client.ts';
+import { and, eq, exists, gt, isNull, lt, sql } from 'drizzle-orm';
+import { queryRows, type Database } from '../client.ts';
 import { apiKeys, portalSessions, type ApiKeyRow, type PortalSessionRow } from '../schema.ts';
+import { openSecretReveal, sealSecretReveal, type SecretReveal } from '../sealing.ts';
 import { newId } from '../../ids.ts';
-import { constantTimeEqual, randomToken, sha256Hex } from '../../secrets/crypto.ts';
+import { constantTimeEqual, randomToken, sha256Hex, type SecretBox } from '../../secrets/crypto.ts';
 
 /** How long a minted link can be opened. */
 export const PORTAL_LINK_TTL_MS = 10 * 60_000;
@@ -115,7 +116,33 @@ export async function authenticatePortalSession(
   return row;
 }
 
-/** Ends a session (sign out). */
+/** Ends a session (sign out), and drops a secret it had still to show. */
 export async function endPortalSession(db: Database, id: string, now = new Date()): Promise<void> {
-  await db.update(portalSessions).set({ endedAt: now, expiresAt: now }).where(eq(portalSessions.id, id));
+  await db.update(portalSessions).set({ endedAt: now, expiresAt: now, secretRevealSealed: null }).where(eq(portalSessions.id, id));
+}
+
+/** Keeps a signing secret for the one page of the session that shows it (replacing one not shown). */
+export async function keepSecretReveal(db: Database, box: SecretBox, sessionId: string, reveal: SecretReveal): Promise<void> {
+  await db.update(portalSessions).set({ secretRevealSealed: sealSecretReveal(box, sessionId, reveal) }).where(eq(portalSessions.id, sessionId));
+}
+
+/**
+ * Takes the secret the session has still to show, if it is this webhook's: one statement that
+ * reads and clears it, so it is shown once, whatever requests race for it.
+ */
+export async function takeSecretReveal(db: Database, box: SecretBox, sessionId: string, webhookId: string): Promise<SecretReveal | undefined> {
+  const [row] = await queryRows<{ sealed: string }>(
+    db,
+    sql`with kept as (
+          select id, secret_reveal_sealed as sealed from ${portalSessions}
+          where id = ${sessionId} and secret_reveal_sealed is not null
+          for update
+        )
+        update ${portalSessions} set secret_reveal_sealed = null from kept
+        where ${portalSessions.id} = kept.id
+        returning kept.sealed`,
+  );
+  if (!row) return undefined;
+  const reveal = openSecretReveal(box, sessionId, row.sealed);
+  return reveal.webhookId === webhookId ? reveal : undefined;
 }

@@ -4,6 +4,8 @@ import { z } from 'zod';
 import { answered, portalApi, type AppFetch } from '../api.ts';
 import { ApiRefusal } from '../errors.ts';
 import type { PortalEnv } from '../env.ts';
+import { keepSecretReveal, takeSecretReveal } from '../../db/queries/portal-sessions.ts';
+import type { SecretReveal } from '../../db/sealing.ts';
 import { PORTAL_BASE } from '../link.ts';
 import { formValue, formValues, pageSession, redirectAfterChange, render } from '../pages.ts';
 import { anyInFlight, deliveriesSection, deliveryPath, liveRegion, type DeliveryFilters } from '../views/deliveries.ts';
@@ -141,7 +143,26 @@ async function listPage(c: Context<PortalEnv>, appFetch: AppFetch): Promise<Resp
   return render(c, { title: 'Webhook endpoints' }, webhookList(data, { startingAfter, nextCursor: meta.next_cursor }));
 }
 
-/** The new endpoint's form posted: its secret shown once, or the form again with the API's reason. */
+/**
+ * After a change that made a signing secret: keeps it for the one page that shows it, and sends
+ * the browser there (303), so that reloading that page repeats nothing and shows it no more.
+ */
+async function revealAfterChange(c: Context<PortalEnv>, reveal: SecretReveal): Promise<Response> {
+  await keepSecretReveal(c.var.deps.db, c.var.deps.secretBox, c.var.session.id, reveal);
+  return c.redirect(`${webhookPath(reveal.webhookId)}/secret`, 303);
+}
+
+/** A new signing secret, shown once; afterwards (a reload, the link shared), the endpoint's page says so. */
+async function secretPage(c: Context<PortalEnv>): Promise<Response> {
+  const id = c.req.param('id')!;
+  const reveal = await takeSecretReveal(c.var.deps.db, c.var.deps.secretBox, c.var.session.id, id);
+  if (!reveal) return redirectAfterChange(c, webhookPath(id), 'secret-shown');
+  const title = reveal.change === 'created' ? 'Endpoint added' : 'Secret rotated';
+  const breadcrumbs = reveal.change === 'created' ? HOME : [...HOME, { href: webhookPath(id), label: 'Endpoint' }];
+  return render(c, { title, ...(reveal.notice && { notice: reveal.notice }), breadcrumbs }, secretReveal(id, reveal.secret));
+}
+
+/** The new endpoint's form posted: its secret shown once (on the page it redirects to), or the form again with the API's reason. */
 async function createEndpoint(c: Context<PortalEnv>, appFetch: AppFetch): Promise<Response> {
   const values = submittedValues(c);
   return orFormAgain(
@@ -158,7 +179,7 @@ async function createEndpoint(c: Context<PortalEnv>, appFetch: AppFetch): Promis
           },
         }),
       );
-      return render(c, { title: 'Endpoint added', notice: `Events now go to ${data.url}.`, breadcrumbs: HOME }, secretReveal(data.id, data.secret), 201);
+      return revealAfterChange(c, { webhookId: data.id, secret: data.secret, change: 'created', notice: `Events now go to ${data.url}.` });
     },
     (message) => render(c, { title: 'Add endpoint', error: message, breadcrumbs: HOME }, webhookForm(pageSession(c), `${PORTAL_BASE}/webhooks`, values, 'Add endpoint', message), 400),
   );
@@ -245,6 +266,7 @@ export function webhookPages(appFetch: AppFetch) {
     )
     .post('/webhooks', (c) => createEndpoint(c, appFetch))
     .get('/webhooks/:id', (c) => endpointPage(c, appFetch))
+    .get('/webhooks/:id/secret', (c) => secretPage(c))
     .get('/webhooks/:id/edit', (c) => editPage(c, appFetch))
     .post('/webhooks/:id', (c) => updateEndpoint(c, appFetch))
     .get('/webhooks/:id/delete', (c) =>
@@ -284,7 +306,7 @@ export function webhookPages(appFetch: AppFetch) {
         }),
       );
       const notice = data.previous_secret_expires_at ? `The previous secret also signs until ${data.previous_secret_expires_at}.` : undefined;
-      return render(c, { title: 'Secret rotated', ...(notice && { notice }), breadcrumbs: [...HOME, { href: webhookPath(id), label: 'Endpoint' }] }, secretReveal(id, data.secret));
+      return revealAfterChange(c, { webhookId: id, secret: data.secret, change: 'rotated', notice });
     })
     .post('/webhooks/:id/test-events', async (c) => {
       const id = c.req.param('id');
