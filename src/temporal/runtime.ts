@@ -13,7 +13,11 @@ const PINO_LEVEL = { TRACE: 'trace', DEBUG: 'debug', INFO: 'info', WARN: 'warn',
  */
 export function installTemporalRuntime(logger: Logger, prometheusBindAddress?: string): void {
   const sdk = logger.child({ component: 'temporal-sdk' });
-  const log = (level: LogLevel, message: string, meta?: LogMetadata) => sdk[PINO_LEVEL[level]](meta ?? {}, message);
+  const log = (level: LogLevel, message: string, meta: LogMetadata = {}) => {
+    // The SDK hands a failure over as `error`; pino serializes (message, stack) only `err`.
+    const { error, ...rest } = meta;
+    sdk[PINO_LEVEL[level]](error instanceof Error ? { ...rest, err: error } : meta, message);
+  };
   Runtime.install({
     shutdownSignals: [],
     logger: {
