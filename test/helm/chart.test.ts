@@ -47,7 +47,7 @@ interface Container {
   startupProbe?: Probe;
   livenessProbe?: Probe;
   readinessProbe?: Probe;
-  lifecycle?: { preStop?: { sleep?: { seconds: number } } };
+  lifecycle?: { preStop?: { exec?: { command: string[] } } };
 }
 interface Volume {
   name: string;
@@ -494,7 +494,7 @@ describe('Helm chart deploy/helm/webhooks', () => {
   it('keeps an API pod serving for a few seconds after its termination begins, while routes to it are withdrawn', () => {
     const pods = podsByRole(rendering('defaults').manifests);
     const api = containerOf(pods.api, 'api');
-    expect(api.lifecycle?.preStop?.sleep?.seconds).toBe(5);
+    expect(api.lifecycle?.preStop?.exec?.command).toEqual(['sleep', '5']);
     // The sleep comes out of the grace period: the process still has time to finish its requests after it.
     expect(pods.api.spec.terminationGracePeriodSeconds).toBeGreaterThan(5);
     expect(containerOf(pods.worker, 'worker').lifecycle).toBeUndefined();
