@@ -121,6 +121,17 @@ describe('verifyWebhook accepts', () => {
     expect(verify({ headers })).toEqual(payload);
   });
 
+  it.each([
+    ['after it', (right: string, malformed: string) => `${right} ${malformed}`],
+    ['before it', (right: string, malformed: string) => `${malformed} ${right}`],
+  ])('a matching v1 signature with malformed v1 values %s, ignoring them', (_case, header) => {
+    const right = computeSignature(secret, timestamp, body);
+    const uppercaseHex = `v1=${computeSignature('whsec_other', timestamp, body).slice(3).toUpperCase()}`;
+    for (const malformed of ['v1=deadbeef', uppercaseHex]) {
+      expect(verify({ headers: withHeader('x-service-signature', header(right, malformed)) })).toEqual(payload);
+    }
+  });
+
   it('a signature header repeated as a node:http string array', () => {
     const headers = {
       'x-service-signature': [computeSignature('whsec_other', timestamp, body), computeSignature(secret, timestamp, body)],
@@ -226,6 +237,7 @@ describe('verifyWebhook rejects', () => {
     ['65 hex characters', `${computeSignature(secret, timestamp, body)}0`],
     ['uppercase hex', computeSignature(secret, timestamp, body).toUpperCase().replace('V1=', 'v1=')],
     ['only an unknown version', `v2=${'a'.repeat(64)}`],
+    ['only malformed v1 values', `v1=deadbeef v1=${'A'.repeat(64)}`],
   ])('a signature with %s as malformed_signature', (_case, signature) => {
     expectRejection(() => verify({ headers: withHeader('x-service-signature', signature) }), 'malformed_signature');
   });

@@ -219,20 +219,20 @@ function presentValue(value: string | null | undefined): string | undefined {
   return trimmed ? trimmed : undefined;
 }
 
-/** Extracts the v1 signatures from a header holding one or more space- or comma-separated `<version>=<value>` entries. */
+/**
+ * Extracts the well-formed v1 signatures (`v1=` and 64 lowercase hex) from a header holding one or
+ * more space- or comma-separated `<version>=<value>` entries; other versions and malformed values
+ * are ignored, so that one bad value does not hide a genuine one beside it.
+ */
 function parseSignatureHeader(header: string): string[] {
   const v1Prefix = `${SIGNATURE_VERSION}=`;
-  const v1Signatures = header.split(/[\s,]+/).filter((entry) => entry.startsWith(v1Prefix));
+  const v1Signatures = header
+    .split(/[\s,]+/)
+    .filter((entry) => entry.startsWith(v1Prefix) && V1_SIGNATURE_PATTERN.test(entry.slice(v1Prefix.length)));
   if (v1Signatures.length === 0) {
     throw new WebhookVerificationError(
       'malformed_signature',
-      `${SIGNATURE_HEADERS.signature} holds no ${v1Prefix}<hex> signature`,
-    );
-  }
-  if (!v1Signatures.every((entry) => V1_SIGNATURE_PATTERN.test(entry.slice(v1Prefix.length)))) {
-    throw new WebhookVerificationError(
-      'malformed_signature',
-      `${SIGNATURE_HEADERS.signature} must hold ${v1Prefix} followed by 64 lowercase hex characters`,
+      `${SIGNATURE_HEADERS.signature} holds no ${v1Prefix}<64 lowercase hex> value`,
     );
   }
   return v1Signatures;

@@ -17,6 +17,11 @@ export function generateEncryptionKey(): string {
   return randomBytes(32).toString('base64');
 }
 
+/** Whether a value is usable as SECRET_ENCRYPTION_KEY: 32 bytes, base64. */
+export function isEncryptionKey(base64Key: string): boolean {
+  return Buffer.from(base64Key, 'base64').length === 32;
+}
+
 /** A random URL-safe token body of `bytes` bytes. */
 export function randomToken(bytes = 32): string {
   return randomBytes(bytes).toString('base64url');
@@ -57,8 +62,8 @@ export class SecretBox {
   }
 
   #addKey(base64Key: string): string {
+    if (!isEncryptionKey(base64Key)) throw new Error('an encryption key must be 32 bytes');
     const key = Buffer.from(base64Key, 'base64');
-    if (key.length !== 32) throw new Error('an encryption key must be 32 bytes');
     const id = createHash('sha256').update(key).digest('hex').slice(0, 8);
     this.#keys.set(id, key);
     this.#lookupKeys.set(id, createHmac('sha256', key).update('webhooks lookup hash v1').digest());

@@ -1,7 +1,8 @@
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { randomBytes } from 'node:crypto';
+import { link, mkdir, open, readFile, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { ConfigError, type Config } from '../config.ts';
-import { generateEncryptionKey, SecretBox } from './crypto.ts';
+import { generateEncryptionKey, isEncryptionKey, SecretBox } from './crypto.ts';
 
 /** A secret every process of one installation must share. */
 interface SharedSecret {
@@ -9,6 +10,9 @@ interface SharedSecret {
   value: (config: Config) => string | undefined;
   fileName: string;
   make: () => string;
+  isWellFormed: (value: string) => boolean;
+  /** What a well-formed value is, for the error about a file that does not hold one. */
+  form: string;
 }
 
 const ENCRYPTION_KEY: SharedSecret = {
@@ -16,6 +20,8 @@ const ENCRYPTION_KEY: SharedSecret = {
   value: (config) => config.secretEncryptionKey,
   fileName: 'secret-encryption.key',
   make: generateEncryptionKey,
+  isWellFormed: isEncryptionKey,
+  form: '32 bytes in base64',
 };
 
 /**
@@ -34,17 +40,72 @@ async function configuredOrGenerated(
     throw new ConfigError(`Invalid configuration:\n  ${secret.variable}: is required when DATABASE_URL is set`);
   }
   const file = path.join(config.dataDir, secret.fileName);
-  const stored = await readFile(file, 'utf8').catch(() => undefined);
-  if (stored?.trim()) return { value: stored.trim(), file };
+  const stored = await readSecretFile(file, secret);
+  if (stored !== undefined) return { value: stored, file };
   await mkdir(config.dataDir, { recursive: true });
-  const made = secret.make();
+  await createFileOnce(file, `${secret.make()}\n`);
+  // Ours or a concurrent start's, whichever was linked first: every process uses that one.
+  const created = await readSecretFile(file, secret);
+  if (created === undefined) throw new Error(`${file} disappeared right after it was created`);
+  return { value: created, file };
+}
+
+/**
+ * The secret a generated file holds, or undefined when there is no file. A file that exists
+ * but holds no well-formed value is an error, never replaced: data sealed under the key it once
+ * held would no longer open.
+ */
+async function readSecretFile(file: string, secret: SharedSecret): Promise<string | undefined> {
+  let contents: string;
   try {
-    // 'wx': when two processes start on a fresh DATA_DIR, the first file wins and both use it.
-    await writeFile(file, `${made}\n`, { mode: 0o600, flag: 'wx' });
-    return { value: made, file };
+    contents = await readFile(file, 'utf8');
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
-    return { value: (await readFile(file, 'utf8')).trim(), file };
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw error;
+  }
+  const value = contents.trim();
+  if (secret.isWellFormed(value)) return value;
+  const problem = value
+    ? `${file} does not hold a ${secret.variable} (${secret.form})`
+    : `${file} is empty`;
+  throw new ConfigError(
+    `${problem}. If data was sealed under the key it held, do not delete it: restore it from a backup, ` +
+      `or set ${secret.variable} to that key. If nothing was stored yet (a new DATA_DIR), delete it and ` +
+      'start again to generate a new one.',
+  );
+}
+
+/**
+ * Creates `file` with `contents` unless it exists, without anyone ever seeing it partly written:
+ * the contents go to a temporary file in the same folder (mode 0600), reach the disk, and only
+ * then get the final name with `link`, which fails when the name exists, so the first one wins.
+ */
+async function createFileOnce(file: string, contents: string): Promise<void> {
+  const folder = path.dirname(file);
+  const temporaryFile = `${file}.${process.pid}.${randomBytes(8).toString('hex')}.tmp`;
+  try {
+    const handle = await open(temporaryFile, 'wx', 0o600);
+    try {
+      await handle.writeFile(contents);
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+    try {
+      await link(temporaryFile, file);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+      return;
+    }
+    // The new name must outlive a crash too, or a restart would generate a different key.
+    const folderHandle = await open(folder, 'r');
+    try {
+      await folderHandle.sync();
+    } finally {
+      await folderHandle.close();
+    }
+  } finally {
+    await rm(temporaryFile, { force: true });
   }
 }
 
