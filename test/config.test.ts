@@ -5,7 +5,8 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError, parseConfig } from '../src/config.ts';
 import { temporalConnectionOptions } from '../src/temporal/connection.ts';
-import { MAX_DELIVERY_TIMEOUT_MS, SEND_HEARTBEAT_TIMEOUT_MS, SEND_START_TO_CLOSE_MS } from '../workflows/send-limits.ts';
+import { stopGraceMs } from '../src/local/cluster/topology.ts';
+import { MAX_DELIVERY_TIMEOUT_MS, SEND_HEARTBEAT_TIMEOUT_MS, SEND_START_TO_CLOSE_MS, workerDrainMs } from '../workflows/send-limits.ts';
 
 const projectRoot = path.resolve(import.meta.dirname, '..');
 const KEY_32_BYTES = Buffer.alloc(32, 7).toString('base64');
@@ -90,6 +91,16 @@ describe('parseConfig', () => {
     // a hanging request does not stop the heartbeats, which go on every second.
     expect(SEND_START_TO_CLOSE_MS - MAX_DELIVERY_TIMEOUT_MS).toBeGreaterThanOrEqual(30_000);
     expect(SEND_HEARTBEAT_TIMEOUT_MS).toBeGreaterThan(2 * 1_000);
+  });
+
+  it('gives a worker of `npm run cluster` longer to stop than its drain, for every allowed DELIVERY_TIMEOUT_MS', () => {
+    for (const timeoutMs of [100, 30_000, MAX_DELIVERY_TIMEOUT_MS]) {
+      const drainMs = workerDrainMs(parseConfig({ DELIVERY_TIMEOUT_MS: String(timeoutMs) }).delivery.timeoutMs);
+      expect(drainMs).toBeGreaterThanOrEqual(timeoutMs + 5_000);
+      expect(stopGraceMs('worker', drainMs)).toBeGreaterThan(drainMs);
+    }
+    // A state written before the drain was recorded: the default DELIVERY_TIMEOUT_MS's.
+    expect(stopGraceMs('worker')).toBeGreaterThan(workerDrainMs(30_000));
   });
 
   it('reads the bulk retry rate and the endpoint-health rule, and refuses bad values naming the variable', () => {

@@ -19,3 +19,9 @@ export const SEND_START_TO_CLOSE_MS = MAX_DELIVERY_TIMEOUT_MS + 30_000;
  * retry) reaches the running attempt.
  */
 export const SEND_HEARTBEAT_TIMEOUT_MS = 10_000;
+
+/**
+ * How long a stopping worker waits for its sends: the longest exchange (DELIVERY_TIMEOUT_MS),
+ * and 5 s more to record their outcomes. Whatever stops a worker must give it at least this.
+ */
+export const workerDrainMs = (deliveryTimeoutMs: number): number => deliveryTimeoutMs + 5_000;

@@ -22,6 +22,7 @@ import { nodeArgsForChild } from '../node-child.ts';
 import type { ActivityCompletion } from './activity-completion.ts';
 import type { DeliveryScheduler } from './scheduler.ts';
 import type { Tracing } from '../tracing/index.ts';
+import { workerDrainMs } from '../../workflows/send-limits.ts';
 
 const runFile = promisify(execFile);
 
@@ -100,12 +101,6 @@ export interface DeliveryWorker {
  */
 const TURN_RESERVATION_MS = 60_000;
 
-/**
- * How long a stopping worker waits for its sends beyond DELIVERY_TIMEOUT_MS, within which their
- * exchanges end: for recording their outcomes.
- */
-const DRAIN_MARGIN_MS = 5_000;
-
 /** Time a send's place is held beyond the HTTP exchange's limit, for its database statements. */
 const HOLD_MARGIN_MS = 30_000;
 
@@ -143,8 +138,7 @@ export async function startDeliveryWorker(options: DeliveryWorkerOptions): Promi
   const prebuilt = bundlePath && existsSync(bundlePath) ? bundlePath : undefined;
   const workflowBundle = prebuilt ? { codePath: prebuilt } : { code: await bundleInChildProcess(tracing) };
   const sends = new SendsInFlight(options.flow.workerMaxInFlight);
-  // A stopping worker's wait for its sends: the longest exchange, and the recording of its outcome.
-  const drainMs = options.delivery.timeoutMs + DRAIN_MARGIN_MS;
+  const drainMs = workerDrainMs(options.delivery.timeoutMs);
   const flowLimits: FlowLimits = {
     webhookMaxInFlight: options.flow.webhookMaxInFlight,
     projectMaxInFlight: options.flow.projectMaxInFlight,

@@ -9,6 +9,7 @@ import path from 'node:path';
 import { ensureTemporalTools } from '../temporal-tools.mjs';
 import type { Config } from '../../config.ts';
 import { sharedReplicaSecrets } from '../../secrets/installation.ts';
+import { workerDrainMs } from '../../../workflows/send-limits.ts';
 import { boundPorts, clusterLayout, REPO_ROOT, type ClusterLayout, type ReplicaCounts } from './layout.ts';
 import {
   ensurePostgresInstalled,
@@ -39,13 +40,18 @@ export const DEFAULT_REPLICAS: ReplicaCounts = { api: 2, worker: 2 };
 /** The Temporal server stores its membership ports in a smallint column (cluster_membership.rpc_port). */
 const MAX_TEMPORAL_PORT = 32_767;
 
-/** Seconds each role gets to stop after SIGTERM (a worker drains attempts of up to 30 s). */
-const GRACE_MS: Record<string, number> = { api: 15_000, worker: 45_000, ui: 5_000, temporal: 30_000 };
+/** How long each role gets to stop after SIGTERM before it is killed; a worker's depends on its drain. */
+const GRACE_MS: Record<string, number> = { api: 15_000, ui: 5_000, temporal: 30_000 };
+
+/** A worker's time to exit once its drain is over. */
+const WORKER_EXIT_MS = 10_000;
 
 interface ClusterState {
   layout: ClusterLayout;
   historyShards: number;
   counts: ReplicaCounts;
+  /** The longest drain of the workers started (DELIVERY_TIMEOUT_MS's); absent in a state written before it was kept. */
+  workerDrainMs?: number;
   /** Temporal, the UI and the replicas; PostgreSQL is known by its postmaster.pid. */
   processes: ProcessRecord[];
 }
@@ -68,6 +74,11 @@ export interface ClusterStatus {
 }
 
 export type Log = (line: string) => void;
+
+/** How long a replica of `role` gets to stop: a worker, its drain (the longest of those started) and time to exit. */
+export function stopGraceMs(role: string, drainMs: number = workerDrainMs(30_000)): number {
+  return role === 'worker' ? drainMs + WORKER_EXIT_MS : (GRACE_MS[role] ?? 15_000);
+}
 
 function stateFile(config: Config): string {
   return path.join(config.dataDir, 'cluster', 'state.json');
@@ -207,6 +218,8 @@ export async function up(
       layout,
       historyShards: previous?.historyShards ?? options.historyShards ?? DEFAULT_HISTORY_SHARDS,
       counts: options.counts,
+      // Workers started before with a longer DELIVERY_TIMEOUT_MS may still run: the longest drain counts.
+      workerDrainMs: Math.max(previous?.workerDrainMs ?? 0, workerDrainMs(config.delivery.timeoutMs)),
       processes: (previous?.processes ?? []).filter(isRunning),
     };
     writeState(state);
@@ -250,7 +263,7 @@ export async function up(
     await Promise.all(missing.map(({ role, index }) => startReplica(state, role, index, env, log)));
     // Replicas beyond the counts asked for (an earlier `up` with more) are stopped.
     const extra = state.processes.filter((p) => (p.role === 'api' || p.role === 'worker') && p.index >= options.counts[p.role]);
-    await Promise.all(extra.map((p) => stopProcess(p, GRACE_MS[p.role]!)));
+    await Promise.all(extra.map((p) => stopProcess(p, stopGraceMs(p.role, state.workerDrainMs))));
     state.processes = state.processes.filter((p) => !extra.includes(p));
     writeState(state);
     return statusOf(state, credentials);
@@ -300,7 +313,7 @@ export async function down(config: Config, log: Log): Promise<void> {
       return;
     }
     const stopAll = (roles: string[]) =>
-      Promise.all(state.processes.filter((p) => roles.includes(p.role)).map((p) => stopProcess(p, GRACE_MS[p.role] ?? 15_000)));
+      Promise.all(state.processes.filter((p) => roles.includes(p.role)).map((p) => stopProcess(p, stopGraceMs(p.role, state.workerDrainMs))));
     log('stopping the API and worker replicas…');
     await stopAll(['api', 'worker']);
     log('stopping the Web UI and the Temporal server…');
