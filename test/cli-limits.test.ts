@@ -1,6 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { runCli as runCliInProcess } from '../src/cli/commands.ts';
 import { createApiKey } from '../src/db/queries/api-keys.ts';
 import { recordEvent } from '../src/db/queries/events.ts';
+import { listLimits, setProjectLimits } from '../src/db/queries/limits.ts';
 import { insertWebhook } from '../src/db/queries/webhooks.ts';
 import { acquireSendPlaces, type FlowLimits } from '../src/flow-control/places.ts';
 import { generateEncryptionKey, SecretBox } from '../src/secrets/crypto.ts';
@@ -17,6 +19,25 @@ let database: SharedTestDatabase;
 const box = new SecretBox(generateEncryptionKey());
 const defaults: FlowLimits = { webhookMaxInFlight: 10, projectMaxInFlight: 100, destinationMaxInFlight: 200, holdMs: 60_000, reserveMs: 60_000 };
 const cli = (args: string[]) => runCli(args, database.cliEnv);
+
+/**
+ * Runs the CLI in this process on the test's database, and returns its exit code and what it
+ * printed: for command lines it refuses, a second or more sooner than a child process each.
+ */
+async function inProcess(args: string[]) {
+  const stdout: string[] = [];
+  const stderr: string[] = [];
+  const log = vi.spyOn(console, 'log').mockImplementation((line: unknown) => void stdout.push(String(line)));
+  const error = vi.spyOn(console, 'error').mockImplementation((line: unknown) => void stderr.push(String(line)));
+  vi.stubEnv('DATABASE_URL', database.url);
+  try {
+    return { code: await runCliInProcess(args), stdout: stdout.join('\n'), stderr: stderr.join('\n') };
+  } finally {
+    vi.unstubAllEnvs();
+    log.mockRestore();
+    error.mockRestore();
+  }
+}
 
 beforeAll(async () => {
   database = await openSharedTestDatabase();
@@ -52,6 +73,8 @@ describe('limits, the operator command', { timeout: 120_000 }, () => {
     // A destination as host, host:port or URL is the host and port that webhook URLs name.
     const destination = await cli(['limits', 'set', '--destination', 'Hooks.Example.COM', '--max-in-flight', '1', '--json']);
     expect(JSON.parse(destination.stdout)).toMatchObject({ scope: 'destination', name: 'hooks.example.com:443', max_in_flight: 1 });
+    const asUrl = await cli(['limits', 'set', '--destination', 'https://hooks.example.com:443/any/path', '--max-in-flight', '1', '--json']);
+    expect(JSON.parse(asUrl.stdout)).toMatchObject({ scope: 'destination', name: 'hooks.example.com:443', max_in_flight: 1 });
 
     const shown = JSON.parse((await cli(['limits', 'show', '--json'])).stdout);
     expect(shown.defaults).toMatchObject({ project_max_in_flight: 100, destination_max_in_flight: 200 });
@@ -72,6 +95,14 @@ describe('limits, the operator command', { timeout: 120_000 }, () => {
     expect(await decisions(await deliveriesTo('acme', 'https://127.0.0.1:1/acme-again', 2))).toEqual(['granted', 'granted']);
   });
 
+  it('refuses a limit given to reset, with a usage error, and keeps the limits', async () => {
+    await setProjectLimits(database.db, 'kept', { maxInFlight: 3, publishRate: 4 });
+    const reset = await cli(['limits', 'reset', '--project', 'kept', '--max-in-flight', '5']);
+    expect(reset.code).toBe(2);
+    expect(reset.stderr).toMatch(/^error: limits reset takes no limit \(--max-in-flight\)/);
+    expect(await listLimits(database.db)).toContainEqual(expect.objectContaining({ scope: 'project', name: 'kept', maxInFlight: 3, publishRate: 4 }));
+  });
+
   it('refuses what it cannot set, with a usage error, and says when there is nothing to reset', async () => {
     for (const args of [
       ['limits', 'set', '--project', 'acme'],
@@ -83,11 +114,18 @@ describe('limits, the operator command', { timeout: 120_000 }, () => {
       ['limits', 'set', '--destination', 'x.example', '--publish-rate', '5'],
       ['limits', 'set', '--project', 'acme', '--publish-rate', '0'],
       ['limits', 'set', '--project', 'acme', '--max-webhooks', 'many'],
+      // A port that is not a whole number from 1 to 65535, or a malformed host: no webhook URL names it.
+      ['limits', 'set', '--destination', 'ports.example.com:abc', '--max-in-flight', '1'],
+      ['limits', 'set', '--destination', 'ports.example.com:8o80', '--max-in-flight', '1'],
+      ['limits', 'set', '--destination', 'ports.example.com:70000', '--max-in-flight', '1'],
+      ['limits', 'set', '--destination', 'ports.example.com:0', '--max-in-flight', '1'],
+      ['limits', 'set', '--destination', 'ports example.com', '--max-in-flight', '1'],
     ]) {
-      const result = await cli(args);
+      const result = await inProcess(args);
       expect(result.code, args.join(' ')).toBe(2);
       expect(result.stdout).toBe('');
     }
+    expect((await listLimits(database.db)).filter((stored) => stored.name.startsWith('ports'))).toEqual([]);
     const nothing = await cli(['limits', 'reset', '--destination', 'never.example']);
     expect(nothing.code).toBe(1);
     expect(nothing.stderr).toMatch(/destination never\.example:443 has no limits of its own/);

@@ -3,13 +3,18 @@ import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { X509Certificate } from 'node:crypto';
+import { randomUUID, X509Certificate } from 'node:crypto';
 import { createInterface } from 'node:readline';
 import { promisify } from 'node:util';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { eq } from 'drizzle-orm';
+import { afterAll, beforeAll, describe, expect, inject, it, vi } from 'vitest';
 import { commands, runCli } from '../src/cli/commands.ts';
 import { localCertificate } from '../src/cli/certificate.ts';
-import { revokeApiKey } from '../src/db/queries/api-keys.ts';
+import { createApiKey, revokeApiKey } from '../src/db/queries/api-keys.ts';
+import { insertWebhook } from '../src/db/queries/webhooks.ts';
+import { events } from '../src/db/schema.ts';
+import { generateEncryptionKey, SecretBox } from '../src/secrets/crypto.ts';
+import { openSharedTestDatabase } from './support/database.ts';
 import { docauthData, startHarness, type Harness } from './support/harness.ts';
 
 const run = promisify(execFile);
@@ -68,7 +73,7 @@ describe('webhooks and deliveries commands', { timeout: COMMANDS_TIMEOUT_MS }, (
     expect(webhook.secret).toMatch(/^whsec_/);
 
     const list = JSON.parse((await cli(['webhooks', 'list', '--json'])).stdout);
-    expect(list.map((w: { id: string }) => w.id)).toContain(webhook.id);
+    expect(list.data.map((w: { id: string }) => w.id)).toContain(webhook.id);
     const table = await cli(['webhooks', 'list']);
     expect(table.stdout).toMatch(/^ID\s+URL\s+EVENTS\s+STATUS/m);
     expect(table.stdout).toContain(webhook.id);
@@ -120,6 +125,29 @@ describe('webhooks and deliveries commands', { timeout: COMMANDS_TIMEOUT_MS }, (
     expect((await cli(['webhooks', 'delete', webhook.id])).code).toBe(0);
   });
 
+  it('lists with --json as the API pages: data, and meta with the cursor of the next page', async () => {
+    const own = await h.createKey();
+    const created: string[] = [];
+    for (const name of ['a', 'b', 'c']) {
+      const answer = await h.request('POST', '/api-gateway/v2/webhooks', {
+        token: own.token,
+        body: { api_key_id: own.id, url: `https://example.com/${name}`, events: ['docauth.completed'] },
+      });
+      expect(answer.status).toBe(201);
+      created.push((answer.body as { data: { id: string } }).data.id);
+    }
+    // Oldest first, in id order (two made in the same millisecond sort by their random part).
+    created.sort();
+    const asOwner = { WEBHOOKS_API_TOKEN: own.token };
+    const first = JSON.parse((await cli(['webhooks', 'list', '--limit', '2', '--json'], asOwner)).stdout);
+    expect(first.data.map((w: { id: string }) => w.id)).toEqual(created.slice(0, 2));
+    expect(first.meta).toMatchObject({ has_more: true, next_cursor: created[1] });
+    const second = JSON.parse((await cli(['webhooks', 'list', '--limit', '2', '--starting-after', first.meta.next_cursor, '--json'], asOwner)).stdout);
+    expect(second.data.map((w: { id: string }) => w.id)).toEqual(created.slice(2));
+    expect(second.meta.has_more).toBe(false);
+    expect(second.meta).not.toHaveProperty('next_cursor');
+  });
+
   it('prints one clear line and exits 1 on errors, 2 on a wrong command line', async () => {
     const missing = await cli(['webhooks', 'get', 'wh_missing']);
     expect(missing.code).toBe(1);
@@ -169,7 +197,8 @@ describe('webhooks and deliveries commands', { timeout: COMMANDS_TIMEOUT_MS }, (
       const attempts = JSON.parse((await cli(['deliveries', 'attempts', webhookId, deliveryId, '--json'])).stdout);
       expect(attempts[0]).toMatchObject({ attempt_number: 1, outcome: 'http_error', status_code: 500 });
       const listed = JSON.parse((await cli(['deliveries', 'list', webhookId, '--json'])).stdout);
-      expect(listed.map((d: { id: string }) => d.id)).toEqual([deliveryId]);
+      expect(listed.data.map((d: { id: string }) => d.id)).toEqual([deliveryId]);
+      expect(listed.meta).toMatchObject({ has_more: false });
       const got = JSON.parse((await cli(['deliveries', 'get', webhookId, deliveryId, '--json'])).stdout);
       expect(['failed', 'processing', 'pending']).toContain(got.status);
     } finally {
@@ -177,7 +206,7 @@ describe('webhooks and deliveries commands', { timeout: COMMANDS_TIMEOUT_MS }, (
       await new Promise((resolve) => listener.once('exit', resolve));
     }
     const remaining = JSON.parse((await cli(['webhooks', 'list', '--json'])).stdout);
-    expect(remaining).toEqual([]);
+    expect(remaining.data).toEqual([]);
   });
 });
 
@@ -216,7 +245,7 @@ describe('listen, when things go wrong', { timeout: COMMANDS_TIMEOUT_MS }, () =>
   });
 });
 
-describe('events publish', () => {
+describe('events publish', { timeout: COMMANDS_TIMEOUT_MS }, () => {
   it('validates the data file and names the bad field', async () => {
     const file = path.join(certDir, 'bad.json');
     writeFileSync(file, JSON.stringify({ ...docauthData(), result: 'maybe' }));
@@ -224,18 +253,52 @@ describe('events publish', () => {
     expect(result.code).toBe(1);
     expect(result.stderr.trim()).toBe('error: invalid event: data.result: Invalid option: expected one of "pass"|"fail"');
   });
+
+  it('names the stored event and its --id when its workflows cannot start, and the same --id publishes it once', async () => {
+    const shared = await openSharedTestDatabase();
+    try {
+      const box = new SecretBox(generateEncryptionKey());
+      const { key } = await createApiKey(shared.db, { projectId: 'acme', services: ['webhooks'] });
+      await insertWebhook(shared.db, box, 'acme', { apiKeyId: key.id, url: 'https://example.com/in', events: ['docauth.completed'], headers: {}, secret: 'whsec_test' });
+      const file = path.join(certDir, 'event.json');
+      writeFileSync(file, JSON.stringify(docauthData()));
+      const publish = ['events', 'publish', '--project', 'acme', '--data-file', file];
+      // Its own task queue: no worker takes the workflow the second run starts.
+      const stack = { ...shared.cliEnv, SECRET_ENCRYPTION_KEY: generateEncryptionKey(), TEMPORAL_ADDRESS: inject('temporalAddress'), TEMPORAL_NAMESPACE: 'default', TEMPORAL_TASK_QUEUE: `cli-${randomUUID()}` };
+
+      const failed = await cli(publish, { ...stack, TEMPORAL_NAMESPACE: 'no-such-namespace' });
+      expect(failed.code).toBe(1);
+      const [, id, deliveryId] = /^error: the event of project acme with id (\S+) is stored with 1 delivery \((dlv_\w+)\), but their workflows did not start: .*no-such-namespace/.exec(failed.stderr) ?? [];
+      expect(id, failed.stderr).toBeDefined();
+      expect(failed.stderr).toContain(`run again with --id ${id}`);
+      const stored = await shared.db.select().from(events).where(eq(events.projectId, 'acme'));
+      expect(stored).toEqual([expect.objectContaining({ producerEventId: id, dispatchedAt: null })]);
+
+      const again = await cli([...publish, '--id', id!, '--json'], stack);
+      expect(again.stderr).toBe('');
+      expect(JSON.parse(again.stdout)).toEqual({ event_id: stored[0]!.id, id, delivery_ids: [deliveryId], created: false });
+      expect(await shared.db.select().from(events).where(eq(events.projectId, 'acme'))).toEqual([expect.objectContaining({ dispatchedAt: expect.any(Date) })]);
+      const workflow = h.client.workflow.getHandle(deliveryId!);
+      expect((await workflow.describe()).status.name).toBe('RUNNING');
+      await workflow.terminate('the test is over');
+    } finally {
+      await shared.close();
+    }
+  });
 });
 
 describe('conventions', () => {
-  /** Runs the CLI in this process and returns its exit code and what it printed. */
-  async function inProcess(argv: string[]) {
+  /** Runs the CLI in this process, with `env` over its environment, and returns its exit code and what it printed. */
+  async function inProcess(argv: string[], env: Record<string, string | undefined> = {}) {
     const stdout: string[] = [];
     const stderr: string[] = [];
     const log = vi.spyOn(console, 'log').mockImplementation((line: unknown) => void stdout.push(String(line)));
     const error = vi.spyOn(console, 'error').mockImplementation((line: unknown) => void stderr.push(String(line)));
+    for (const [name, value] of Object.entries(env)) vi.stubEnv(name, value);
     try {
       return { code: await runCli(argv), stdout: stdout.join('\n'), stderr: stderr.join('\n') };
     } finally {
+      vi.unstubAllEnvs();
       log.mockRestore();
       error.mockRestore();
     }
@@ -263,6 +326,24 @@ describe('conventions', () => {
       const unknown = await inProcess([name, 'frobnicate']);
       expect(unknown.code).toBe(2);
       expect(unknown.stderr).toBe(`error: unknown ${name} command "frobnicate"\n${command.usage}`);
+    }
+  });
+
+  it('exits 2 for an invalid argument, checked before the token is looked for', async () => {
+    const file = path.join(certDir, 'usage-event.json');
+    writeFileSync(file, JSON.stringify(docauthData()));
+    const publish = ['events', 'publish', '--project', 'p', '--data-file', file];
+    for (const [argv, message] of [
+      [['webhooks', 'get'], 'error: a webhook id is required'],
+      [['webhooks', 'create', '--url', 'https://example.com/in', '--header', 'Foo'], 'error: --header takes Name=value, got "Foo"'],
+      [['deliveries', 'get', 'wh_x'], 'error: a delivery id is required'],
+      [['operations', 'get', 'wh_x'], 'error: an operation id is required'],
+      [[...publish, '--occurred-at', 'yesterday'], 'error: --occurred-at must be an ISO 8601 timestamp with a time zone, not "yesterday"'],
+      [[...publish, '--id', 'no spaces'], 'error: --id must be 1-128 characters of A-Z a-z 0-9 . _ : @ -, not "no spaces"'],
+    ] as const) {
+      const result = await inProcess([...argv], { WEBHOOKS_API_TOKEN: undefined });
+      expect(result.code, argv.join(' ')).toBe(2);
+      expect(result.stderr.split('\n')[0]).toBe(message);
     }
   });
 

@@ -1,5 +1,5 @@
 import { createWebhooksClient, type WebhooksClient } from '../client/index.ts';
-import { CliError } from './output.ts';
+import { CliError, UsageError } from './output.ts';
 
 /** How long the CLI waits for one answer. */
 const REQUEST_TIMEOUT_MS = 30_000;
@@ -35,13 +35,13 @@ export function keyIdOfToken(token: string): string | undefined {
   return match ? `key_${match[1]}` : undefined;
 }
 
-/** Parses repeated `--header Name=value` options into an object. */
+/** Parses repeated `--header Name=value` options into an object; a usage error for one without `Name=`. */
 export function parseHeaderOptions(values: string[] | undefined): Record<string, string> | undefined {
   if (!values || values.length === 0) return undefined;
   return Object.fromEntries(
     values.map((pair) => {
       const at = pair.indexOf('=');
-      if (at <= 0) throw new CliError(`--header takes Name=value, got "${pair}"`);
+      if (at <= 0) throw new UsageError(`--header takes Name=value, got "${pair}"`);
       return [pair.slice(0, at), pair.slice(at + 1)];
     }),
   );

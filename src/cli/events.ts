@@ -1,12 +1,13 @@
+import { randomUUID } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { ConfigError, type Config } from '../config.ts';
-import { publishEvent } from '../events/publish.ts';
+import { publishEvent, type PublishedEvent } from '../events/publish.ts';
 import { PublishEventSchema } from '../events/schema.ts';
 import { describeZodError } from '../api/validation.ts';
 import { loadSecretBox } from '../secrets/installation.ts';
 import { connectCommandClient } from '../temporal/clients.ts';
-import { DeliveryScheduler } from '../temporal/scheduler.ts';
+import { DeliveryScheduler, type DeliveryStart } from '../temporal/scheduler.ts';
 import { eraseEventPayloads } from '../db/queries/events.ts';
 import { connectDatabase } from './database.ts';
 import { CliError, UsageError, type Command } from './output.ts';
@@ -64,6 +65,23 @@ async function purge(config: Config, rest: string[]): Promise<void> {
   }
 }
 
+/** The options of `events publish` that are fields of the event, each checked as the producers' door checks its field. */
+const EVENT_FIELD_OPTIONS = [
+  ['project', 'project_id'],
+  ['id', 'id'],
+  ['occurred-at', 'occurred_at'],
+] as const;
+
+/** A scheduler that notes when workflow starts begin: `publishEvent` starts them only once the event is stored. */
+class StartNotingScheduler extends DeliveryScheduler {
+  deliveryIds: string[] | undefined;
+
+  override start(starts: readonly DeliveryStart[]): Promise<void> {
+    this.deliveryIds = starts.map((start) => start.deliveryId);
+    return super.start(starts);
+  }
+}
+
 /** `events publish`: hands an event to the service in-process, as `publishEvent()` does. */
 async function publish(config: Config, rest: string[]): Promise<void> {
   const { values } = parseArgs({
@@ -77,6 +95,14 @@ async function publish(config: Config, rest: string[]): Promise<void> {
     },
   });
   if (!values.project || !values['data-file']) throw new UsageError(PUBLISH_USAGE);
+  for (const [option, field] of EVENT_FIELD_OPTIONS) {
+    const value = values[option];
+    const checked = value === undefined ? undefined : PublishEventSchema.shape[field].safeParse(value);
+    if (checked?.success === false) throw new UsageError(`--${option} ${checked.error.issues[0]!.message}, not "${value}"\n${PUBLISH_USAGE}`);
+  }
+  // Chosen here rather than by the service, so that after a failure the operator can publish the
+  // same event again (`--id`) instead of a second one.
+  const id = values.id ?? randomUUID();
   let data: unknown;
   try {
     data = JSON.parse(await readFile(values['data-file'], 'utf8'));
@@ -84,7 +110,7 @@ async function publish(config: Config, rest: string[]): Promise<void> {
     throw new CliError(`cannot read ${values['data-file']} as JSON: ${(error as Error).message}`);
   }
   const parsed = PublishEventSchema.safeParse({
-    ...(values.id ? { id: values.id } : {}),
+    id,
     project_id: values.project,
     event: 'docauth.completed',
     ...(values['occurred-at'] ? { occurred_at: values['occurred-at'] } : {}),
@@ -104,13 +130,27 @@ async function publish(config: Config, rest: string[]): Promise<void> {
     throw new CliError(`cannot reach Temporal at ${address}: ${(error as Error).message}`);
   }
   try {
-    const scheduler = new DeliveryScheduler(temporal.client, config.temporal.taskQueue);
-    const published = await publishEvent({ db: database.db, scheduler, secretBox }, parsed.data);
+    const scheduler = new StartNotingScheduler(temporal.client, config.temporal.taskQueue);
+    let published: PublishedEvent;
+    try {
+      published = await publishEvent({ db: database.db, scheduler, secretBox }, parsed.data);
+    } catch (error) {
+      const reason = (error as Error).message;
+      if (scheduler.deliveryIds === undefined) {
+        throw new CliError(`could not publish the event (id ${id}): ${reason}. Run again with --id ${id}: an event stored under that id is not published twice`);
+      }
+      const count = scheduler.deliveryIds.length;
+      throw new CliError(
+        `the event of project ${values.project} with id ${id} is stored with ${count} deliver${count === 1 ? 'y' : 'ies'} (${scheduler.deliveryIds.join(', ')}), ` +
+          `but their workflows did not start: ${reason}. The service's repair check starts them on one of its next runs (every REPAIR_INTERVAL) ` +
+          `once its worker reaches Temporal; to start them now, fix the cause and run again with --id ${id} (the same id publishes nothing twice)`,
+      );
+    }
     if (values.json) {
-      console.log(JSON.stringify({ event_id: published.eventId, delivery_ids: published.deliveryIds, created: published.created }));
+      console.log(JSON.stringify({ event_id: published.eventId, id, delivery_ids: published.deliveryIds, created: published.created }));
     } else {
       console.log(
-        `${published.created ? 'Published' : 'Already published'} event ${published.eventId}: ` +
+        `${published.created ? 'Published' : 'Already published'} event ${published.eventId} (id ${id}): ` +
           `${published.deliveryIds.length} deliver${published.deliveryIds.length === 1 ? 'y' : 'ies'}` +
           (published.deliveryIds.length ? ` (${published.deliveryIds.join(', ')})` : ''),
       );

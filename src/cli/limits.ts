@@ -1,4 +1,5 @@
 import { parseArgs } from 'node:util';
+import { WebhookUrlSchema } from '../api/schemas.ts';
 import type { Config } from '../config.ts';
 import { destinationOf, listLimits, resetLimits, setDestinationLimits, setProjectLimits, type StoredLimits } from '../db/queries/limits.ts';
 import { connectDatabase } from './database.ts';
@@ -14,10 +15,10 @@ const USAGE = `usage:
     events per second, bursts of 1-1000000) and PROJECT_MAX_WEBHOOKS (1-1000000); the others it
     had are kept. Every replica applies them from its next request.
   limits set --destination <host[:port]> --max-in-flight <n> [--json]
-    sends in flight at most to that destination (host and port as webhook URLs name them; 443
-    when no port is given), instead of DESTINATION_MAX_IN_FLIGHT; 1-100000
+    sends in flight at most to that destination (host and port 1-65535 as webhook URLs name them,
+    or such a URL; 443 when no port is given), instead of DESTINATION_MAX_IN_FLIGHT; 1-100000
   limits reset (--project <id> | --destination <host[:port]>) [--json]
-    back to the configured limits`;
+    back to the configured limits, all of them (it takes no limit option)`;
 
 /** `limits show|set|reset`: the operator's per-project and per-destination limits, in the database (a project cannot change its own). */
 export const limitsCommand: Command = { usage: USAGE, actions: ['show', 'set', 'reset'], run: limits };
@@ -30,6 +31,21 @@ function limitValue(option: string, value: string | undefined, min: number, max:
     throw new UsageError(`--${option} must be ${fractions ? 'a number' : 'a whole number'} from ${min} to ${max}\n${USAGE}`);
   }
   return number;
+}
+
+/** The options that set a limit, as `limits set` takes them. */
+const LIMIT_OPTIONS = ['max-in-flight', 'publish-rate', 'publish-burst', 'max-webhooks'] as const;
+
+/**
+ * Refuses, as a usage error, a `--destination` that no webhook URL could name: `destinationOf`
+ * reads a port only as far as its digits go and takes 443 for one it cannot read, so `host:8o80`
+ * would become `host:8` and `host:abc` `host:443`.
+ */
+function checkDestination(value: string): void {
+  const url = /^[A-Za-z][A-Za-z0-9+.-]*:\/\//.test(value) ? value : `https://${value}`;
+  if (!WebhookUrlSchema.safeParse(url).success || new URL(url).port === '0') {
+    throw new UsageError(`--destination must be a host, host:port (a port from 1 to 65535) or https URL, as webhook URLs name them; not "${value}"`);
+  }
 }
 
 const asJson = (row: StoredLimits) => ({
@@ -63,9 +79,13 @@ async function limits(config: Config, args: string[]): Promise<void> {
   if (action !== 'show') {
     if ((values.project === undefined) === (values.destination === undefined)) throw new UsageError(`give one of --project and --destination\n${USAGE}`);
     if (values.project !== undefined && !PROJECT_ID.test(values.project)) throw new UsageError('--project must be 1-128 characters of A-Z a-z 0-9 . _ : @ -');
-    const given = Object.entries(overrides).filter(([, value]) => value !== undefined).map(([name]) => name);
+    if (values.destination !== undefined) checkDestination(values.destination);
+    const given = LIMIT_OPTIONS.filter((option) => values[option] !== undefined);
+    if (action === 'reset' && given.length > 0) {
+      throw new UsageError(`limits reset takes no limit (${given.map((option) => `--${option}`).join(', ')}): it removes all the limits of its own; to change one, use limits set\n${USAGE}`);
+    }
     if (action === 'set' && given.length === 0) throw new UsageError(`limits set needs a limit to set, such as --max-in-flight 50\n${USAGE}`);
-    if (values.destination !== undefined && given.some((name) => name !== 'maxInFlight')) {
+    if (values.destination !== undefined && given.some((option) => option !== 'max-in-flight')) {
       throw new UsageError(`a destination has --max-in-flight only\n${USAGE}`);
     }
   }

@@ -64,8 +64,9 @@ async function webhooks(config: Config, args: string[]): Promise<void> {
       'starting-after': { type: 'string' },
     },
   });
-  const { api, token } = client(config, values);
-  const id = () => required(positionals[0], 'a webhook id', WEBHOOKS_USAGE);
+  // Every argument is checked before the client is built: a wrong command line is a usage error, token or not.
+  const id = action === 'list' || action === 'create' ? undefined : required(positionals[0], 'a webhook id', WEBHOOKS_USAGE);
+  const url = action === 'create' ? required(values.url, '--url', WEBHOOKS_USAGE) : values.url;
   const events = values.events?.split(',').map((event) => event.trim());
   const headers = parseHeaderOptions(values.header);
   // `none` removes the limit; any other text goes as a number (or as typed, for the service to refuse).
@@ -76,6 +77,12 @@ async function webhooks(config: Config, args: string[]): Promise<void> {
     throw new UsageError(`--standard-webhooks must be true or false\n${WEBHOOKS_USAGE}`);
   }
   const standardWebhooks = standardWebhooksOption === undefined ? {} : { standard_webhooks: standardWebhooksOption === 'true' };
+  const gracePeriod = values['grace-period'];
+  const graceMs = gracePeriod === undefined ? undefined : parseDuration(gracePeriod);
+  if (gracePeriod !== undefined && graceMs === undefined) throw new UsageError(`--grace-period must be a duration such as 90s, 30m, 24h or 7d\n${WEBHOOKS_USAGE}`);
+  const { api, token } = client(config, values);
+  // list and create take no webhook id; the other actions were refused above without one.
+  const path = { id: id! };
   let result: { data?: any; message?: string; meta?: any } | undefined;
   switch (action) {
     case 'list': {
@@ -90,7 +97,7 @@ async function webhooks(config: Config, args: string[]): Promise<void> {
     case 'create':
       result = await answer(api.POST('/api-gateway/v2/webhooks', { body: {
         api_key_id: required(values['api-key-id'] ?? (token && keyIdOfToken(token)), '--api-key-id (the token does not name its key)', WEBHOOKS_USAGE),
-        url: required(values.url, '--url', WEBHOOKS_USAGE),
+        url: url!,
         // The service validates the values and answers which one is wrong.
         events: (events ?? ['docauth.completed']) as NonNullable<WebhookFields['events']>,
         ...(headers ? { headers } : {}),
@@ -99,11 +106,11 @@ async function webhooks(config: Config, args: string[]): Promise<void> {
       } }));
       break;
     case 'get':
-      result = await answer(api.GET('/api-gateway/v2/webhooks/{id}', { params: { path: { id: id() } } }));
+      result = await answer(api.GET('/api-gateway/v2/webhooks/{id}', { params: { path } }));
       break;
     case 'update':
-      result = await answer(api.PATCH('/api-gateway/v2/webhooks/{id}', { params: { path: { id: id() } }, body: {
-        ...(values.url ? { url: values.url } : {}),
+      result = await answer(api.PATCH('/api-gateway/v2/webhooks/{id}', { params: { path }, body: {
+        ...(url ? { url } : {}),
         ...(events ? { events: events as NonNullable<WebhookFields['events']> } : {}),
         ...(values.status ? { status: values.status as NonNullable<WebhookFields['status']> } : {}),
         ...(headers ? { headers } : {}),
@@ -112,22 +119,19 @@ async function webhooks(config: Config, args: string[]): Promise<void> {
       } }));
       break;
     case 'delete':
-      await answer(api.DELETE('/api-gateway/v2/webhooks/{id}', { params: { path: { id: id() } } }));
-      result = { data: { id: id(), deleted: true }, message: `Webhook ${id()} deleted.` };
+      await answer(api.DELETE('/api-gateway/v2/webhooks/{id}', { params: { path } }));
+      result = { data: { id: path.id, deleted: true }, message: `Webhook ${path.id} deleted.` };
       break;
-    default: {
+    default:
       // rotate-secret: the CLI runs only the actions the command lists
-      const gracePeriod = values['grace-period'];
-      const graceMs = gracePeriod === undefined ? undefined : parseDuration(gracePeriod);
-      if (gracePeriod !== undefined && graceMs === undefined) throw new UsageError(`--grace-period must be a duration such as 90s, 30m, 24h or 7d\n${WEBHOOKS_USAGE}`);
       result = await answer(api.POST('/api-gateway/v2/webhooks/{id}/rotate-secret', {
-        params: { path: { id: id() } },
+        params: { path },
         ...(graceMs !== undefined && { body: { grace_period: Math.ceil(graceMs / 1000) } }),
       }));
-    }
   }
   if (values.json) {
-    console.log(JSON.stringify(result?.data));
+    // A list prints the API's page, `{ data, meta }`: meta.has_more and meta.next_cursor lead to the next one.
+    console.log(JSON.stringify(action === 'list' ? result : result?.data));
   } else if (Array.isArray(result?.data)) {
     printTable(result.data, ['id', 'url', 'events', 'status', 'success_count', 'failure_count', 'last_delivered_at']);
     if (result.meta?.has_more) console.log(`more: --starting-after ${result.meta.next_cursor}`);
@@ -164,9 +168,11 @@ async function deliveries(config: Config, args: string[]): Promise<void> {
       until: { type: 'string' },
     },
   });
-  const { api } = client(config, values);
   const id = required(positionals[0], 'a webhook id', DELIVERIES_USAGE);
-  const delivery = () => ({ path: { id, delivery_id: required(positionals[1], 'a delivery id', DELIVERIES_USAGE) } });
+  const takesDeliveryId = action !== 'list' && !(action === 'retry' && values.all);
+  const deliveryId = takesDeliveryId ? required(positionals[1], 'a delivery id', DELIVERIES_USAGE) : undefined;
+  const { api } = client(config, values);
+  const delivery = () => ({ path: { id, delivery_id: deliveryId! } });
   let result: { data?: any; message?: string; meta?: any };
   switch (action) {
     case 'list': {
@@ -199,7 +205,7 @@ async function deliveries(config: Config, args: string[]): Promise<void> {
       }
   }
   if (values.json) {
-    console.log(JSON.stringify(result.data));
+    console.log(JSON.stringify(action === 'list' ? result : result.data));
   } else if (action === 'list') {
     printTable(result.data, ['id', 'event', 'status', 'attempt_count', 'created_at', 'last_error', 'next_retry_at']);
     if (result.meta?.has_more) console.log(`more: --starting-after ${result.meta.next_cursor}`);
@@ -222,13 +228,13 @@ export const operationsCommand: Command = { usage: OPERATIONS_USAGE, actions: ['
 async function operations(config: Config, args: string[]): Promise<void> {
   const [action, ...rest] = args;
   const { values, positionals } = parseArgs({ args: rest, allowPositionals: true, options: CONNECTION_OPTIONS });
-  const { api } = client(config, values);
   const params = {
     path: {
       id: required(positionals[0], 'a webhook id', OPERATIONS_USAGE),
       operation_id: required(positionals[1], 'an operation id', OPERATIONS_USAGE),
     },
   };
+  const { api } = client(config, values);
   const path = '/api-gateway/v2/webhooks/{id}/operations/{operation_id}';
   let result: { data?: any; message?: string };
   if (action === 'get') result = await answer(api.GET(path, { params }));
