@@ -1,33 +1,23 @@
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 import { eq } from 'drizzle-orm';
 import { deliveries, deliveryAttempts, webhooks } from '../../src/db/schema.ts';
 import { sealWebhookHeaders } from '../../src/db/sealing.ts';
-import { docauthData, startHarness, type Harness } from '../support/harness.ts';
-import { startHttpsReceiver, type HttpsReceiver } from '../support/https-receiver.ts';
+import { docauthData, harnessWithReceiver } from '../support/harness.ts';
 import { DeliveryStatusAttribute } from '../../workflows/search-attributes.ts';
 import { BASE, createWebhookFor, expectValidSignature, publishFor, waitForDelivery } from './support.ts';
 
-let h: Harness;
-let receiver: HttpsReceiver;
-
-beforeAll(async () => {
-  receiver = await startHttpsReceiver();
-  h = await startHarness({ worker: true, delivery: { caFile: receiver.certFile, allowPrivateTargets: true } });
-});
-afterAll(async () => {
-  await h?.stop();
-  await receiver?.close();
-});
+const started = harnessWithReceiver({ delivery: { allowPrivateTargets: true } });
 beforeEach(() => {
-  receiver.requests.length = 0;
-  receiver.behave(() => ({ status: 200 }));
+  started.receiver.requests.length = 0;
+  started.receiver.behave(() => ({ status: 200 }));
 });
 
 const requestsFor = (deliveryId: string) =>
-  receiver.requests.filter((request) => request.headers['x-service-delivery-id'] === deliveryId);
+  started.receiver.requests.filter((request) => request.headers['x-service-delivery-id'] === deliveryId);
 
 describe('a successful delivery', () => {
   it('sends the signed 6.2 notification with custom headers and records it as delivered', async () => {
+    const { harness: h, receiver } = started;
     const { key, webhookId, secret } = await createWebhookFor(h, receiver.url, { headers: { 'X-Customer-Tag': 'blue' } });
     const data = docauthData();
     const published = await h.publish({
@@ -71,6 +61,7 @@ describe('a successful delivery', () => {
   });
 
   it('never lets a stored reserved header override the service headers', async () => {
+    const { harness: h, receiver } = started;
     const { key, webhookId, secret } = await createWebhookFor(h, receiver.url);
     // The API refuses these names; a row written another way must still not win.
     await h.db
@@ -94,6 +85,7 @@ describe('a successful delivery', () => {
   });
 
   it('keeps event data and secrets out of the workflow history, search attributes and memo', async () => {
+    const { harness: h, receiver } = started;
     const { key, webhookId, secret } = await createWebhookFor(h, `${receiver.url}?token=query-secret`);
     const data = docauthData();
     const { delivery_ids: [deliveryId] } = await publishFor(h, key.projectId, { data });
@@ -116,6 +108,7 @@ describe('a successful delivery', () => {
 
 describe('retries', () => {
   it('retries a 500 with backoff gaps of about 1, 2, 4 and 8 s, then delivers on the fifth attempt', async () => {
+    const { harness: h, receiver } = started;
     const { key, webhookId, secret } = await createWebhookFor(h, receiver.url);
     let seen = 0;
     receiver.behave(() => ({ status: ++seen < 5 ? 500 : 200 }));
@@ -141,6 +134,7 @@ describe('retries', () => {
   });
 
   it('dead-letters after five failures, then a manual retry delivers it', async () => {
+    const { harness: h, receiver } = started;
     const { key, webhookId } = await createWebhookFor(h, receiver.url);
     receiver.behave(() => ({ status: 503 }));
     const { delivery_ids: [deliveryId] } = await publishFor(h, key.projectId);
@@ -160,6 +154,7 @@ describe('retries', () => {
   });
 
   it('starts the next attempt at once when a retry is asked for during backoff', async () => {
+    const { harness: h, receiver } = started;
     const { key, webhookId } = await createWebhookFor(h, receiver.url);
     receiver.behave(() => ({ status: 500 }));
     const { delivery_ids: [deliveryId] } = await publishFor(h, key.projectId);
@@ -177,6 +172,7 @@ describe('retries', () => {
   });
 
   it('signs pending retries with a rotated secret and sends them to an updated URL', async () => {
+    const { harness: h, receiver } = started;
     const { key, webhookId } = await createWebhookFor(h, receiver.url);
     receiver.behave(() => ({ status: 500 }));
     const { delivery_ids: [deliveryId] } = await publishFor(h, key.projectId);
@@ -193,6 +189,7 @@ describe('retries', () => {
 
 describe('failures of other kinds', () => {
   it('treats a redirect as a failure and does not follow it', async () => {
+    const { harness: h, receiver } = started;
     const { key, webhookId } = await createWebhookFor(h, receiver.url);
     receiver.behave((request) => (request.path === '/elsewhere' ? { status: 200 } : { status: 302, headers: { Location: '/elsewhere' } }));
     const { delivery_ids: [deliveryId] } = await publishFor(h, key.projectId);
@@ -204,6 +201,7 @@ describe('failures of other kinds', () => {
   });
 
   it('records a refused connection as a network error', async () => {
+    const { harness: h } = started;
     const { key, webhookId } = await createWebhookFor(h, 'https://127.0.0.1:1/hooks');
     const { delivery_ids: [deliveryId] } = await publishFor(h, key.projectId);
     const failed = await waitForDelivery(h, key.token, webhookId, deliveryId!, (d) => d.status === 'failed');
@@ -215,6 +213,7 @@ describe('failures of other kinds', () => {
 
 describe('fan-out and webhook changes', () => {
   it('creates one delivery per active webhook, none for disabled ones, and one set for a repeated event id', async () => {
+    const { harness: h, receiver } = started;
     const first = await createWebhookFor(h, receiver.url);
     const project = first.key;
     const second = await h.request('POST', `${BASE}/webhooks`, {
@@ -245,6 +244,7 @@ describe('fan-out and webhook changes', () => {
   });
 
   it('stops sending when the webhook is disabled during retries, dead-letters, and delivers on a manual retry after re-enabling', async () => {
+    const { harness: h, receiver } = started;
     const { key, webhookId } = await createWebhookFor(h, receiver.url);
     receiver.behave(() => ({ status: 500 }));
     const { delivery_ids: [deliveryId] } = await publishFor(h, key.projectId);
@@ -263,6 +263,7 @@ describe('fan-out and webhook changes', () => {
   });
 
   it('cancels the delivery workflows of a deleted webhook and removes its records', async () => {
+    const { harness: h, receiver } = started;
     const { key, webhookId } = await createWebhookFor(h, receiver.url);
     receiver.behave(() => ({ status: 500 }));
     const { delivery_ids: [deliveryId] } = await publishFor(h, key.projectId);

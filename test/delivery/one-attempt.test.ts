@@ -4,41 +4,32 @@
  */
 import { eq } from 'drizzle-orm';
 import { temporal } from '@temporalio/proto';
-import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
+import { beforeEach, expect, it } from 'vitest';
 import { finishAttempt, startAttempt, type AttemptResult } from '../../src/db/queries/deliveries.ts';
 import { recordEvent } from '../../src/db/queries/events.ts';
 import { deliveries, deliveryAttempts, webhooks } from '../../src/db/schema.ts';
 import { retrySignal } from '../../workflows/delivery.ts';
-import { docauthData, startHarness, type Harness } from '../support/harness.ts';
-import { peakConcurrency, startHttpsReceiver, type HttpsReceiver } from '../support/https-receiver.ts';
+import { docauthData, harnessWithReceiver } from '../support/harness.ts';
+import { peakConcurrency } from '../support/https-receiver.ts';
 import { waitFor } from '../support/wait.ts';
 import { BASE, createWebhookFor, publishFor, waitForDelivery } from './support.ts';
 
 const { EventType } = temporal.api.enums.v1;
 
-let h: Harness;
-let receiver: HttpsReceiver;
-
-beforeAll(async () => {
-  receiver = await startHttpsReceiver();
-  h = await startHarness({ worker: true, delivery: { caFile: receiver.certFile, timeoutMs: 20_000 } });
-});
-afterAll(async () => {
-  await h?.stop();
-  await receiver?.close();
-});
+const started = harnessWithReceiver({ delivery: { timeoutMs: 20_000 } });
 beforeEach(() => {
   // The first request of each delivery hangs (an attempt in flight); later ones are answered.
-  receiver.behave((request) => (requestsFor(String(request.headers['x-service-delivery-id'])).length === 1 ? 'hang' : { status: 200 }));
+  started.receiver.behave((request) => (requestsFor(String(request.headers['x-service-delivery-id'])).length === 1 ? 'hang' : { status: 200 }));
 });
 
-const requestsFor = (deliveryId: string) => receiver.requests.filter((request) => request.headers['x-service-delivery-id'] === deliveryId);
+const requestsFor = (deliveryId: string) => started.receiver.requests.filter((request) => request.headers['x-service-delivery-id'] === deliveryId);
 
 /**
  * Publishes to a fresh webhook, lets `interrupt` act while the first attempt hangs at the
  * receiver, and checks that the second request came only after the first had ended.
  */
 async function interruptRunningAttempt(interrupt: (webhook: { token: string; webhookId: string; deliveryId: string }) => Promise<void>) {
+  const { harness: h, receiver } = started;
   const { key, webhookId } = await createWebhookFor(h, receiver.url);
   const [deliveryId] = (await publishFor(h, key.projectId)).delivery_ids;
   await waitFor('the first attempt to be out', () => requestsFor(deliveryId!).length > 0, { timeoutMs: 20_000, intervalMs: 50 });
@@ -53,12 +44,14 @@ async function interruptRunningAttempt(interrupt: (webhook: { token: string; web
 }
 
 it('a retry signal during an attempt cancels it before the new round: never two requests at once', async () => {
+  const { harness: h } = started;
   // A manual retry that reaches the workflow while its attempt runs (the API's status check
   // raced the attempt's start).
   await interruptRunningAttempt(({ deliveryId }) => h.client.workflow.getHandle(deliveryId).signal(retrySignal));
 }, 60_000);
 
 it('a bulk retry during an attempt cancels it before the new round: never two requests at once', async () => {
+  const { harness: h } = started;
   await interruptRunningAttempt(async ({ token, webhookId, deliveryId }) => {
     // The operation matches the delivery as `failed`, as it was an instant before this attempt started.
     await h.db.update(deliveries).set({ status: 'failed' }).where(eq(deliveries.id, deliveryId));
@@ -68,6 +61,7 @@ it('a bulk retry during an attempt cancels it before the new round: never two re
 }, 60_000);
 
 it('the late end of an abandoned attempt changes nothing: a delivered delivery stays delivered; a record tried again after its answer was lost is told apart', async () => {
+  const { harness: h, receiver } = started;
   const { key, webhookId } = await createWebhookFor(h, receiver.url);
   // A delivery of its own, with no workflow: this test plays the two attempts itself.
   const recorded = await recordEvent(h.db, h.secretBox, {
@@ -113,6 +107,7 @@ it('the late end of an abandoned attempt changes nothing: a delivered delivery s
 }, 30_000);
 
 it('an attempt that fails after a retry asked to cancel it starts the new round, without a dead letter first', async () => {
+  const { harness: h, receiver } = started;
   const { key, webhookId } = await createWebhookFor(h, receiver.url);
   const [deliveryId] = (await publishFor(h, key.projectId)).delivery_ids;
   await waitFor('the first attempt to be out', () => requestsFor(deliveryId!).length > 0, { timeoutMs: 20_000, intervalMs: 50 });

@@ -1,25 +1,16 @@
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { and, eq, isNull } from 'drizzle-orm';
 import { recordEvent } from '../../src/db/queries/events.ts';
 import { events } from '../../src/db/schema.ts';
 import { dispatchUndispatchedEvents, OUTBOX_BATCH } from '../../src/repair/outbox.ts';
 import { repairWorkflow } from '../../workflows/repair.ts';
-import { docauthData, startHarness, type Harness } from '../support/harness.ts';
-import { startHttpsReceiver, type HttpsReceiver } from '../support/https-receiver.ts';
+import { docauthData, harnessWithReceiver } from '../support/harness.ts';
 import { createWebhookFor, waitForDelivery } from './support.ts';
 
-let h: Harness;
-let receiver: HttpsReceiver;
-beforeAll(async () => {
-  receiver = await startHttpsReceiver();
-  h = await startHarness({ worker: true, delivery: { caFile: receiver.certFile } });
-});
-afterAll(async () => {
-  await h?.stop();
-  await receiver?.close();
-});
+const started = harnessWithReceiver();
 
 it('starts the deliveries of an event whose publisher stopped between storing it and starting its workflows', async () => {
+  const { harness: h, receiver } = started;
   const { key, webhookId } = await createWebhookFor(h, receiver.url);
   // What a process that crashed right after the database commit leaves behind:
   const stored = await recordEvent(h.db, h.secretBox, {
@@ -47,6 +38,7 @@ it('starts the deliveries of an event whose publisher stopped between storing it
 });
 
 it("starts undispatched events fairly across projects: one project's backlog does not hold back another's", async () => {
+  const { harness: h, receiver } = started;
   const busy = await createWebhookFor(h, receiver.url);
   const other = await createWebhookFor(h, receiver.url);
   const store = (projectId: string) =>
@@ -65,6 +57,7 @@ it("starts undispatched events fairly across projects: one project's backlog doe
 }, 120_000);
 
 it("drains one project's backlog in one run of the repair check, beyond the project's share of a batch", async () => {
+  const { harness: h, receiver } = started;
   const { key } = await createWebhookFor(h, receiver.url);
   // What an outage of Temporal leaves for a single project: events stored, their workflows never started.
   const count = OUTBOX_BATCH.perProject * 3 + 1;

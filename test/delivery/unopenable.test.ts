@@ -1,8 +1,7 @@
 import { sql } from 'drizzle-orm';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { NON_RETRYABLE, NON_RETRYABLE_REASONS } from '../../workflows/failure-types.ts';
-import { startHarness, type Harness } from '../support/harness.ts';
-import { startHttpsReceiver, type HttpsReceiver } from '../support/https-receiver.ts';
+import { harnessWithReceiver } from '../support/harness.ts';
 import { BASE, createWebhookFor, publishFor, waitForDelivery } from './support.ts';
 
 /*
@@ -11,19 +10,10 @@ import { BASE, createWebhookFor, publishFor, waitForDelivery } from './support.t
  * of five attempts recorded as timeouts of an endpoint that was never called.
  */
 
-let h: Harness;
-let receiver: HttpsReceiver;
-
-beforeAll(async () => {
-  receiver = await startHttpsReceiver();
-  h = await startHarness({ worker: true, delivery: { caFile: receiver.certFile } });
-});
-afterAll(async () => {
-  await h?.stop();
-  await receiver?.close();
-});
+const started = harnessWithReceiver();
 
 it('dead-letters at once, with one refused attempt that sent nothing and a last_error that says why', async () => {
+  const { harness: h, receiver } = started;
   const { key, webhookId } = await createWebhookFor(h, receiver.url, { headers: { Authorization: 'Bearer endpoint-credential' } });
   const other = await createWebhookFor(h, receiver.url, { headers: { Authorization: 'Bearer another' } });
   // Its headers altered: another webhook's sealed headers, which open for that webhook only.

@@ -1,27 +1,19 @@
 import { eq } from 'drizzle-orm';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { beforeAll, expect, it } from 'vitest';
 import { webhooks } from '../../src/db/schema.ts';
 import { BASE, createWebhookFor, publishFor, waitForDelivery } from '../delivery/support.ts';
-import { startHarness, type Harness } from '../support/harness.ts';
-import { startHttpsReceiver, type HttpsReceiver } from '../support/https-receiver.ts';
+import { harnessWithReceiver } from '../support/harness.ts';
 import { waitFor } from '../support/wait.ts';
 
-let h: Harness;
-let receiver: HttpsReceiver;
 /** The status the receiver answers, per last path segment (one per webhook). */
 const answers = new Map<string, number>();
 
-beforeAll(async () => {
-  receiver = await startHttpsReceiver();
-  receiver.behave((request) => ({ status: answers.get(request.path.split('/').pop()!) ?? 200 }));
-  h = await startHarness({ worker: true, autoDisable: { afterMs: 3_000, minDeadLetters: 2 }, delivery: { caFile: receiver.certFile } });
-});
-afterAll(async () => {
-  await h?.stop();
-  await receiver?.close();
+const started = harnessWithReceiver({ autoDisable: { afterMs: 3_000, minDeadLetters: 2 } });
+beforeAll(() => {
+  started.receiver.behave((request) => ({ status: answers.get(request.path.split('/').pop()!) ?? 200 }));
 });
 
-const webhookOf = async (token: string, id: string) => (await h.request('GET', `${BASE}/webhooks/${id}`, { token })).body.data;
+const webhookOf = async (token: string, id: string) => (await started.harness.request('GET', `${BASE}/webhooks/${id}`, { token })).body.data;
 
 /**
  * Waits until the delivery's markDeadLetter (a local activity, so a marker in the history) has
@@ -31,7 +23,7 @@ const webhookOf = async (token: string, id: string) => (await h.request('GET', `
 async function deadLetterActivityDone(deliveryId: string): Promise<void> {
   const text = new TextDecoder();
   await waitFor(`markDeadLetter of ${deliveryId} to complete`, async () => {
-    const events = (await h.client.workflow.getHandle(deliveryId).fetchHistory()).events ?? [];
+    const events = (await started.harness.client.workflow.getHandle(deliveryId).fetchHistory()).events ?? [];
     return events.some((e) =>
       Object.values(e.markerRecordedEventAttributes?.details ?? {}).some((p) => p.payloads?.some((one) => text.decode(one.data ?? undefined).includes('"markDeadLetter"'))),
     );
@@ -39,6 +31,7 @@ async function deadLetterActivityDone(deliveryId: string): Promise<void> {
 }
 
 it('disables a webhook whose every attempt failed for the period with enough dead letters; a success in between resets the clock', async () => {
+  const { harness: h, receiver } = started;
   answers.set('failing', 503).set('flaky', 503);
   const failing = await createWebhookFor(h, `${receiver.url}/failing`);
   const flaky = await createWebhookFor(h, `${receiver.url}/flaky`);
@@ -77,6 +70,7 @@ it('disables a webhook whose every attempt failed for the period with enough dea
 }, 120_000);
 
 it("keeps the endpoint-health clock of an active webhook that is sent `status: active` again (the portal's form always sends it)", async () => {
+  const { harness: h, receiver } = started;
   const { key, webhookId } = await createWebhookFor(h, `${receiver.url}/steady`);
   const failingSince = new Date(Date.now() - 4 * 24 * 3_600_000);
   await h.db.update(webhooks).set({ failingSince }).where(eq(webhooks.id, webhookId));

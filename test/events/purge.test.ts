@@ -10,9 +10,8 @@ import { BASE, createWebhookFor, waitForDelivery } from '../delivery/support.ts'
 import { runCli } from '../support/cli.ts';
 import { openSharedTestDatabase, type SharedTestDatabase } from '../support/database.ts';
 import { docauthData } from '../support/event-data.ts';
-import { startHarness, type Harness } from '../support/harness.ts';
+import { harnessWithReceiver } from '../support/harness.ts';
 import { seedProject } from '../support/history.ts';
-import { startHttpsReceiver, type HttpsReceiver } from '../support/https-receiver.ts';
 
 const ERASED_REASON = NON_RETRYABLE_REASONS[NON_RETRYABLE.eventErased];
 
@@ -123,18 +122,10 @@ describe('npm run cli -- events purge', () => {
 });
 
 describe('a delivery whose event was erased', () => {
-  let h: Harness;
-  let receiver: HttpsReceiver;
-  beforeAll(async () => {
-    receiver = await startHttpsReceiver();
-    h = await startHarness({ worker: true, delivery: { caFile: receiver.certFile } });
-  });
-  afterAll(async () => {
-    await h?.stop();
-    await receiver?.close();
-  });
+  const started = harnessWithReceiver();
 
   it('sends nothing more: it ends dead_letter with a clear last_error, also after a manual retry', async () => {
+    const { harness: h, receiver } = started;
     receiver.behave(() => ({ status: 500 }));
     const { key, webhookId } = await createWebhookFor(h, receiver.url);
     const published = await h.publish({ id: 'erase-me', project_id: key.projectId, event: 'docauth.completed', data: docauthData() });

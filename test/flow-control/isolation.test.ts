@@ -1,42 +1,35 @@
 import { sql } from 'drizzle-orm';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { queryRows } from '../../src/db/client.ts';
 import { waitFor } from '../support/wait.ts';
 import { BASE, createWebhookFor, publishFor, waitForDelivery } from '../delivery/support.ts';
-import { startHarness, type Harness } from '../support/harness.ts';
-import { peakConcurrency, startHttpsReceiver, type HttpsReceiver, type ReceiverBehaviour } from '../support/https-receiver.ts';
+import { harnessWithReceiver } from '../support/harness.ts';
+import { peakConcurrency, type ReceiverBehaviour } from '../support/https-receiver.ts';
 
 const MAX_IN_FLIGHT = 2;
 const BREAKER_THRESHOLD = 3;
 
-let h: Harness;
-let receiver: HttpsReceiver;
 /** How each endpoint (the last path segment of its URL) answers. */
 const endpoints = new Map<string, ReceiverBehaviour>();
 
-beforeAll(async () => {
-  receiver = await startHttpsReceiver();
-  receiver.behave((request, index) => (endpoints.get(request.path.split('/').pop()!) ?? (() => ({ status: 200 })))(request, index));
-  h = await startHarness({
-    worker: true,
-    delivery: { caFile: receiver.certFile, timeoutMs: 20_000 },
-    flow: { webhookMaxInFlight: MAX_IN_FLIGHT, breakerThreshold: BREAKER_THRESHOLD },
-  });
+const started = harnessWithReceiver({
+  delivery: { timeoutMs: 20_000 },
+  flow: { webhookMaxInFlight: MAX_IN_FLIGHT, breakerThreshold: BREAKER_THRESHOLD },
 });
-afterAll(async () => {
-  await h?.stop();
-  await receiver?.close();
+beforeAll(() => {
+  started.receiver.behave((request, index) => (endpoints.get(request.path.split('/').pop()!) ?? (() => ({ status: 200 })))(request, index));
 });
 beforeEach(() => {
   endpoints.clear();
 });
 
-const requestsTo = (endpoint: string) => receiver.requests.filter((request) => request.path.endsWith(`/${endpoint}`));
-const requestsFor = (deliveryId: string) => receiver.requests.filter((request) => request.headers['x-service-delivery-id'] === deliveryId);
-const webhookOf = async (token: string, id: string) => (await h.request('GET', `${BASE}/webhooks/${id}`, { token })).body.data;
+const requestsTo = (endpoint: string) => started.receiver.requests.filter((request) => request.path.endsWith(`/${endpoint}`));
+const requestsFor = (deliveryId: string) => started.receiver.requests.filter((request) => request.headers['x-service-delivery-id'] === deliveryId);
+const webhookOf = async (token: string, id: string) => (await started.harness.request('GET', `${BASE}/webhooks/${id}`, { token })).body.data;
 
 describe('isolation', () => {
   it("holds a hanging endpoint to its places, delivers another project's events meanwhile, and spends no attempt on waiting", async () => {
+    const { harness: h, receiver } = started;
     endpoints.set('hang', () => 'hang');
     const hanging = await createWebhookFor(h, `${receiver.url}/hang`);
     const healthy = await createWebhookFor(h, `${receiver.url}/ok`);
@@ -62,6 +55,7 @@ describe('isolation', () => {
   }, 90_000);
 
   it('opens the circuit breaker after failures in a row, probes one attempt at a time, and closes it on a success', async () => {
+    const { harness: h, receiver } = started;
     endpoints.set('down', () => ({ status: 500 }));
     const { key, webhookId } = await createWebhookFor(h, `${receiver.url}/down`);
     const ids: string[] = [];
@@ -90,6 +84,7 @@ describe('isolation', () => {
 
 describe('back-pressure and rate limits', () => {
   it("waits as long as a 429's Retry-After asks before the next attempt, and says so in next_retry_at", async () => {
+    const { harness: h, receiver } = started;
     endpoints.set('busy', () => (requestsTo('busy').length === 1 ? { status: 429, headers: { 'Retry-After': '3' } } : { status: 200 }));
     const { key, webhookId } = await createWebhookFor(h, `${receiver.url}/busy`);
     const [deliveryId] = (await publishFor(h, key.projectId)).delivery_ids;
@@ -103,6 +98,7 @@ describe('back-pressure and rate limits', () => {
   }, 30_000);
 
   it("spaces deliveries by the webhook's rate_limit, set and cleared through the API", async () => {
+    const { harness: h, receiver } = started;
     const { key, webhookId } = await createWebhookFor(h, `${receiver.url}/limited`, { rate_limit: 2 });
     expect((await webhookOf(key.token, webhookId)).rate_limit).toBe(2);
     const ids: string[] = [];
@@ -127,6 +123,7 @@ describe('back-pressure and rate limits', () => {
   }, 30_000);
 
   it('keeps the rate schedule when an update sends the rate_limit the webhook already has (as the portal form does)', async () => {
+    const { harness: h, receiver } = started;
     const { key, webhookId } = await createWebhookFor(h, `${receiver.url}/kept-rate`, { rate_limit: 0.01 });
     for (let i = 0; i < 2; i += 1) await publishFor(h, key.projectId);
     // The first send goes at once; the second waits for its start, 100 s later.
@@ -152,6 +149,7 @@ describe('back-pressure and rate limits', () => {
   }, 30_000);
 
   it('a raised rate_limit applies at once to the sends already waiting for their start under the old one', async () => {
+    const { harness: h, receiver } = started;
     const { key, webhookId } = await createWebhookFor(h, `${receiver.url}/raised`, { rate_limit: 0.01 });
     const ids: string[] = [];
     for (let i = 0; i < 3; i += 1) ids.push(...(await publishFor(h, key.projectId)).delivery_ids);

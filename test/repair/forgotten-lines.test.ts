@@ -1,35 +1,25 @@
 import { sql } from 'drizzle-orm';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { queryRows } from '../../src/db/client.ts';
 import { markEventDispatched, recordEvent } from '../../src/db/queries/events.ts';
 import { acquireSendPlaces, releaseSendPlaces } from '../../src/flow-control/places.ts';
 import { wakeForgottenLines } from '../../src/repair/forgotten-lines.ts';
 import { createWebhookFor, publishFor, waitForDelivery } from '../delivery/support.ts';
 import { waitFor } from '../support/wait.ts';
-import { docauthData, startHarness, type Harness } from '../support/harness.ts';
-import { startHttpsReceiver, type HttpsReceiver } from '../support/https-receiver.ts';
+import { docauthData, harnessWithReceiver } from '../support/harness.ts';
 
 /** One send at a time per webhook: a line forms behind the one held. */
 const ONE_PLACE = { webhookMaxInFlight: 1, projectMaxInFlight: 100, destinationMaxInFlight: 100 };
 /** The turn reservation of the dead worker's calls below: short, so that the test need not wait the worker's minute. */
 const RESERVE_MS = 2_000;
 
-let h: Harness;
-let receiver: HttpsReceiver;
-
-beforeAll(async () => {
-  receiver = await startHttpsReceiver();
-  h = await startHarness({ worker: true, delivery: { caFile: receiver.certFile }, flow: ONE_PLACE });
-});
-afterAll(async () => {
-  await h?.stop();
-  await receiver?.close();
-});
+const started = harnessWithReceiver({ flow: ONE_PLACE });
 
 const lineOf = (webhookId: string) =>
-  queryRows<{ delivery_id: string; woken_until: Date | null }>(h.db, sql`select delivery_id, woken_until from send_waiters where webhook_id = ${webhookId} order by seq`);
+  queryRows<{ delivery_id: string; woken_until: Date | null }>(started.harness.db, sql`select delivery_id, woken_until from send_waiters where webhook_id = ${webhookId} order by seq`);
 
 it('a worker that dies between giving back places and sending the wake signals leaves its line waiting; the repair check wakes it', async () => {
+  const { harness: h, receiver } = started;
   const { key, webhookId } = await createWebhookFor(h, receiver.url);
   // The dead worker's send: it holds the webhook's one place.
   const stored = await recordEvent(h.db, h.secretBox, { projectId: key.projectId, event: 'docauth.completed', occurredAt: new Date(), payload: docauthData(), onlyWebhookId: webhookId });

@@ -1,12 +1,11 @@
 import { sql } from 'drizzle-orm';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { queryRows } from '../../src/db/client.ts';
 import { resealWebhookSecrets } from '../../src/db/queries/webhooks.ts';
 import { verifyWebhook } from '../../src/receiver/index.ts';
 import { generateWebhookSecret } from '../../src/secrets/crypto.ts';
 import { NON_RETRYABLE, NON_RETRYABLE_REASONS } from '../../workflows/failure-types.ts';
-import { startHarness, type Harness } from '../support/harness.ts';
-import { startHttpsReceiver, type HttpsReceiver } from '../support/https-receiver.ts';
+import { harnessWithReceiver } from '../support/harness.ts';
 
 /*
  * Finding: webhook secrets were sealed without the webhook's id as authenticated data, so
@@ -16,39 +15,32 @@ import { startHttpsReceiver, type HttpsReceiver } from '../support/https-receive
 
 const WEBHOOKS = '/api-gateway/v2/webhooks';
 
-let h: Harness;
-let receiver: HttpsReceiver;
+const started = harnessWithReceiver();
 let key: { id: string; projectId: string; token: string };
 
 beforeAll(async () => {
-  receiver = await startHttpsReceiver();
-  h = await startHarness({ worker: true, delivery: { caFile: receiver.certFile } });
-  key = await h.createKey();
-});
-afterAll(async () => {
-  await h?.stop();
-  await receiver?.close();
+  key = await started.harness.createKey();
 });
 
 async function createWebhook(): Promise<{ id: string; secret: string }> {
-  const created = await h.request('POST', WEBHOOKS, {
+  const created = await started.harness.request('POST', WEBHOOKS, {
     token: key.token,
-    body: { api_key_id: key.id, url: receiver.url, events: ['docauth.completed'] },
+    body: { api_key_id: key.id, url: started.receiver.url, events: ['docauth.completed'] },
   });
   expect(created.status).toBe(201);
   return { id: created.body.data.id, secret: created.body.data.secret };
 }
 
 const sealedSecretOf = async (id: string) =>
-  (await queryRows<{ secret_sealed: string }>(h.db, sql`select secret_sealed from webhooks where id = ${id}`))[0]!.secret_sealed;
+  (await queryRows<{ secret_sealed: string }>(started.harness.db, sql`select secret_sealed from webhooks where id = ${id}`))[0]!.secret_sealed;
 
 async function sendTestEvent(webhookId: string): Promise<string> {
-  const sent = await h.request('POST', `${WEBHOOKS}/${webhookId}/test-events`, { token: key.token });
+  const sent = await started.harness.request('POST', `${WEBHOOKS}/${webhookId}/test-events`, { token: key.token });
   expect(sent.status).toBe(202);
   return sent.body.data.delivery_id;
 }
 
-const requestsFor = (deliveryId: string) => receiver.requests.filter((request) => request.headers['x-service-delivery-id'] === deliveryId);
+const requestsFor = (deliveryId: string) => started.receiver.requests.filter((request) => request.headers['x-service-delivery-id'] === deliveryId);
 
 /**
  * Waits until the delivery reached the receiver, or its send failed inside the worker: a secret
@@ -58,7 +50,7 @@ async function firstOutcome(deliveryId: string): Promise<'sent' | 'send failed'>
   const deadline = Date.now() + 45_000;
   while (Date.now() < deadline) {
     if (requestsFor(deliveryId).length > 0) return 'sent';
-    const [row] = await queryRows<{ status: string; last_error: string | null }>(h.db, sql`select status, last_error from deliveries where id = ${deliveryId}`);
+    const [row] = await queryRows<{ status: string; last_error: string | null }>(started.harness.db, sql`select status, last_error from deliveries where id = ${deliveryId}`);
     if (row?.status === 'dead_letter') {
       expect(row.last_error).toBe(NON_RETRYABLE_REASONS[NON_RETRYABLE.sealedDataUnopenable]);
       return 'send failed';
@@ -70,6 +62,7 @@ async function firstOutcome(deliveryId: string): Promise<'sent' | 'send failed'>
 
 describe("a webhook's sealed secret", () => {
   it('copied onto another webhook does not open there: nothing is signed with it', async () => {
+    const { harness: h } = started;
     const a = await createWebhook();
     const b = await createWebhook();
     await h.db.execute(sql`update webhooks set secret_sealed = ${await sealedSecretOf(a.id)} where id = ${b.id}`);
@@ -80,6 +73,7 @@ describe("a webhook's sealed secret", () => {
   });
 
   it("headers copied onto another webhook do not open there either: its page fails rather than show them", async () => {
+    const { harness: h, receiver } = started;
     const a = await h.request('POST', WEBHOOKS, {
       token: key.token,
       body: { api_key_id: key.id, url: receiver.url, events: ['docauth.completed'], headers: { Authorization: 'Bearer a-only' } },
@@ -92,6 +86,7 @@ describe("a webhook's sealed secret", () => {
   });
 
   it('sealed unbound by an earlier release still signs until secrets reseal binds it to its row', async () => {
+    const { harness: h } = started;
     const legacy = await createWebhook();
     const secret = generateWebhookSecret();
     await h.db.execute(sql`update webhooks set secret_sealed = ${h.secretBox.seal(secret)} where id = ${legacy.id}`);
