@@ -479,15 +479,28 @@ export const portalSessions = pgTable(
     expiresAt: timestamp('expires_at', { withTimezone: true, mode: 'date' }).notNull(),
     /** Signed out (null: not signed out). */
     endedAt: timestamp('ended_at', { withTimezone: true, mode: 'date' }),
-    /**
-     * A signing secret a change of this session made, waiting for the one page that shows it
-     * (sealed, bound to the session; null once shown): the change answers with a redirect, so a
-     * reload of that page neither repeats the change nor shows the secret again.
-     */
-    secretRevealSealed: text('secret_reveal_sealed'),
     createdAt: createdAt(),
   },
   (table) => [index('portal_sessions_project_expires_idx').on(table.projectId, table.expiresAt)],
+);
+
+/**
+ * Signing secrets a portal session's changes made (an endpoint added, a secret rotated), each
+ * waiting for the one page that shows it: the change answers with a redirect, so a reload of that
+ * page neither repeats the change nor shows the secret again. One per session and webhook, sealed
+ * and bound to the session; deleted when shown, and with the session.
+ */
+export const portalSecretReveals = pgTable(
+  'portal_secret_reveals',
+  {
+    sessionId: text('session_id')
+      .notNull()
+      .references(() => portalSessions.id, { onDelete: 'cascade' }),
+    webhookId: text('webhook_id').notNull(),
+    secretSealed: text('secret_sealed').notNull(),
+    createdAt: timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull(),
+  },
+  (table) => [primaryKey({ columns: [table.sessionId, table.webhookId] })],
 );
 
 export type ApiKeyRow = typeof apiKeys.$inferSelect;

@@ -6,7 +6,8 @@
  * - a webhook's signing secret (and the one a rotation replaced, during its grace period) and its
  *   custom headers (often an `Authorization` value for the customer's own endpoint), bound to the
  *   webhook's id and the field;
- * - a signing secret the customer portal has still to show once, bound to the portal session.
+ * - a signing secret the customer portal has still to show once, bound to the portal session and
+ *   the webhook.
  *
  * The queries that store these rows (src/db/queries/) seal and open them with this module.
  */
@@ -153,11 +154,11 @@ export interface SecretReveal {
   notice?: string | undefined;
 }
 
-/** What is authenticated with a sealed reveal: it opens for that portal session only. */
-const revealSealContext = (sessionId: string) => `portal-session:${sessionId}:secret-reveal`;
+/** What is authenticated with a sealed reveal: it opens for that portal session and webhook only. */
+const revealSealContext = (sessionId: string, webhookId: string) => `portal-session:${sessionId}:secret-reveal:${webhookId}`;
 
 export const sealSecretReveal = (box: SecretBox, sessionId: string, reveal: SecretReveal): string =>
-  box.seal(JSON.stringify(reveal), revealSealContext(sessionId));
+  box.seal(JSON.stringify(reveal), revealSealContext(sessionId, reveal.webhookId));
 
-export const openSecretReveal = (box: SecretBox, sessionId: string, sealed: string): SecretReveal =>
-  JSON.parse(box.open(sealed, revealSealContext(sessionId))) as SecretReveal;
+export const openSecretReveal = (box: SecretBox, sessionId: string, webhookId: string, sealed: string): SecretReveal =>
+  JSON.parse(box.open(sealed, revealSealContext(sessionId, webhookId))) as SecretReveal;

@@ -77,6 +77,19 @@ describe('endpoints through the portal', () => {
     expect(/value="(whsec_[^"]+)"/.exec(fresh.html)![1]).not.toBe(secret);
   });
 
+  it("keeps each endpoint's new secret for its own page, when two are changed before either page is opened", async () => {
+    const first = await createdThroughPortal('https://example.com/two-tabs-a');
+    const second = await createdThroughPortal('https://example.com/two-tabs-b');
+    const rotatedFirst = await visitor.post(`/portal/webhooks/${first.id}/rotate-secret`);
+    const rotatedSecond = await visitor.post(`/portal/webhooks/${second.id}/rotate-secret`);
+    // Another endpoint's page opened first takes nothing of this one's.
+    const shownSecond = await visitor.get(rotatedSecond.location!);
+    const shownFirst = await visitor.get(rotatedFirst.location!);
+    const secretOf = (page: { html: string }) => /value="(whsec_[^"]+)"/.exec(page.html)?.[1];
+    expect([shownFirst.status, shownSecond.status]).toEqual([200, 200]);
+    expect(new Set([secretOf(shownFirst), secretOf(shownSecond), first.secret, second.secret]).size).toBe(4);
+  });
+
   it('shows the API\'s own message for a refused field, keeps the input, and writes nothing', async () => {
     const before = (await h.request('GET', `${BASE}/webhooks`, { token: key.token })).body.data.length;
     const refused = await visitor.post('/portal/webhooks', { url: 'http://example.com/plain', events: 'docauth.completed', headers: 'Content-Type: text/plain' });

@@ -1,6 +1,6 @@
-import { and, eq, exists, gt, isNull, lt, sql } from 'drizzle-orm';
-import { queryRows, type Database } from '../client.ts';
-import { apiKeys, portalSessions, type ApiKeyRow, type PortalSessionRow } from '../schema.ts';
+import { and, eq, exists, gt, isNull, lt } from 'drizzle-orm';
+import type { Database } from '../client.ts';
+import { apiKeys, portalSecretReveals, portalSessions, type ApiKeyRow, type PortalSessionRow } from '../schema.ts';
 import { openSecretReveal, sealSecretReveal, type SecretReveal } from '../sealing.ts';
 import { newId } from '../../ids.ts';
 import { constantTimeEqual, randomToken, sha256Hex, type SecretBox } from '../../secrets/crypto.ts';
@@ -116,33 +116,35 @@ export async function authenticatePortalSession(
   return row;
 }
 
-/** Ends a session (sign out), and drops a secret it had still to show. */
+/** Ends a session (sign out), and drops the secrets it had still to show. */
 export async function endPortalSession(db: Database, id: string, now = new Date()): Promise<void> {
-  await db.update(portalSessions).set({ endedAt: now, expiresAt: now, secretRevealSealed: null }).where(eq(portalSessions.id, id));
+  await db.update(portalSessions).set({ endedAt: now, expiresAt: now }).where(eq(portalSessions.id, id));
+  await db.delete(portalSecretReveals).where(eq(portalSecretReveals.sessionId, id));
 }
 
-/** Keeps a signing secret for the one page of the session that shows it (replacing one not shown). */
+/** Keeps a webhook's new signing secret for the one page of the session that shows it (replacing one of that webhook not shown). */
 export async function keepSecretReveal(db: Database, box: SecretBox, sessionId: string, reveal: SecretReveal): Promise<void> {
-  await db.update(portalSessions).set({ secretRevealSealed: sealSecretReveal(box, sessionId, reveal) }).where(eq(portalSessions.id, sessionId));
+  const kept = { secretSealed: sealSecretReveal(box, sessionId, reveal), createdAt: new Date() };
+  await db
+    .insert(portalSecretReveals)
+    .values({ sessionId, webhookId: reveal.webhookId, ...kept })
+    .onConflictDoUpdate({ target: [portalSecretReveals.sessionId, portalSecretReveals.webhookId], set: kept });
 }
 
 /**
- * Takes the secret the session has still to show, if it is this webhook's: one statement that
- * reads and clears it, so it is shown once, whatever requests race for it.
+ * Takes the secret of a webhook the session has still to show: one statement that reads and
+ * deletes it, so it is shown once, whatever requests race for it. One that no longer opens (its
+ * key retired since) is as good as shown.
  */
 export async function takeSecretReveal(db: Database, box: SecretBox, sessionId: string, webhookId: string): Promise<SecretReveal | undefined> {
-  const [row] = await queryRows<{ sealed: string }>(
-    db,
-    sql`with kept as (
-          select id, secret_reveal_sealed as sealed from ${portalSessions}
-          where id = ${sessionId} and secret_reveal_sealed is not null
-          for update
-        )
-        update ${portalSessions} set secret_reveal_sealed = null from kept
-        where ${portalSessions.id} = kept.id
-        returning kept.sealed`,
-  );
+  const [row] = await db
+    .delete(portalSecretReveals)
+    .where(and(eq(portalSecretReveals.sessionId, sessionId), eq(portalSecretReveals.webhookId, webhookId)))
+    .returning({ sealed: portalSecretReveals.secretSealed });
   if (!row) return undefined;
-  const reveal = openSecretReveal(box, sessionId, row.sealed);
-  return reveal.webhookId === webhookId ? reveal : undefined;
+  try {
+    return openSecretReveal(box, sessionId, webhookId, row.sealed);
+  } catch {
+    return undefined;
+  }
 }

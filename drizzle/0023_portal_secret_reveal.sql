@@ -1,1 +1,0 @@
-ALTER TABLE "portal_sessions" ADD COLUMN "secret_reveal_sealed" text;
