@@ -1,2 +1,1 @@
-DROP INDEX "deliveries_settled_idx";--> statement-breakpoint
 CREATE INDEX "deliveries_settled_by_status_idx" ON "deliveries" USING btree ("status","updated_at") WHERE "deliveries"."status" in ('delivered', 'dead_letter');

@@ -26,7 +26,7 @@ async function sweep(config: Config, args: string[]): Promise<void> {
   });
   const olderThanMs = values['older-than'] === undefined ? config.retention.periodMs : parseDuration(values['older-than']);
   if (olderThanMs === undefined || olderThanMs < SHORTEST_RETENTION_PERIOD_MS) {
-    throw new UsageError(`--older-than must be a duration of at least ${formatDuration(SHORTEST_RETENTION_PERIOD_MS)}, such as 30d, 12h, 15m or 90s\n${USAGE}`);
+    throw new UsageError(`--older-than must be a duration of at least ${formatDuration(SHORTEST_RETENTION_PERIOD_MS)}, such as 30d, 12h or 90m\n${USAGE}`);
   }
   const batchSize = values['batch-size'] === undefined ? SWEEP_BATCH_SIZE : Number(values['batch-size']);
   if (!Number.isInteger(batchSize) || batchSize < 1 || batchSize > 100_000) throw new UsageError(`--batch-size must be a whole number from 1 to 100000\n${USAGE}`);

@@ -85,11 +85,12 @@ export function settledDeliveriesBatch(cutoffs: SweepCutoffs, batchSize: number)
       select id from deliveries
       where status = 'dead_letter' and updated_at < ${cutoffs.deadLetterBefore.toISOString()}::timestamptz
       order by status, updated_at
-      limit (select ${batchSize}::int - count(*) from delivered)
+      limit ${batchSize}
       for update skip locked
     )
+    -- Read on demand: the dead letters only for what the delivered rows leave of the batch.
     delete from deliveries
-    using (select id from delivered union all select id from dead_letters) as doomed
+    using (select id from delivered union all select id from dead_letters limit ${batchSize}) as doomed
     where deliveries.id = doomed.id
     returning deliveries.id`;
 }
