@@ -268,7 +268,7 @@ describe('events publish', { timeout: COMMANDS_TIMEOUT_MS }, () => {
 
       const failed = await cli(publish, { ...stack, TEMPORAL_NAMESPACE: 'no-such-namespace' });
       expect(failed.code).toBe(1);
-      const [, id, deliveryId] = /^error: the event of project acme with id (\S+) is stored with 1 delivery \((dlv_\w+)\), but their workflows did not start: .*no-such-namespace/.exec(failed.stderr) ?? [];
+      const [, id, deliveryId] = /^error: the event of project acme with id (\S+) is stored with 1 delivery \((dlv_\w+)\), but publishing it did not finish: .*no-such-namespace/.exec(failed.stderr) ?? [];
       expect(id, failed.stderr).toBeDefined();
       expect(failed.stderr).toContain(`run again with --id ${id}`);
       const stored = await shared.db.select().from(events).where(eq(events.projectId, 'acme'));

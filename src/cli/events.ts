@@ -142,8 +142,8 @@ async function publish(config: Config, rest: string[]): Promise<void> {
       const count = scheduler.deliveryIds.length;
       throw new CliError(
         `the event of project ${values.project} with id ${id} is stored with ${count} deliver${count === 1 ? 'y' : 'ies'} (${scheduler.deliveryIds.join(', ')}), ` +
-          `but their workflows did not start: ${reason}. The service's repair check starts them on one of its next runs (every REPAIR_INTERVAL) ` +
-          `once its worker reaches Temporal; to start them now, fix the cause and run again with --id ${id} (the same id publishes nothing twice)`,
+          `but publishing it did not finish: ${reason}. The service's repair check starts any of their workflows not started on one of its next runs ` +
+          `(every REPAIR_INTERVAL) once its worker reaches Temporal; to do it now, fix the cause and run again with --id ${id} (the same id publishes nothing twice)`,
       );
     }
     if (values.json) {

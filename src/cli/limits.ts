@@ -79,7 +79,8 @@ async function limits(config: Config, args: string[]): Promise<void> {
   if (action !== 'show') {
     if ((values.project === undefined) === (values.destination === undefined)) throw new UsageError(`give one of --project and --destination\n${USAGE}`);
     if (values.project !== undefined && !PROJECT_ID.test(values.project)) throw new UsageError('--project must be 1-128 characters of A-Z a-z 0-9 . _ : @ -');
-    if (values.destination !== undefined) checkDestination(values.destination);
+    // reset names what is stored, as `limits show` lists it (an earlier release may have stored what set now refuses).
+    if (values.destination !== undefined && action === 'set') checkDestination(values.destination);
     const given = LIMIT_OPTIONS.filter((option) => values[option] !== undefined);
     if (action === 'reset' && given.length > 0) {
       throw new UsageError(`limits reset takes no limit (${given.map((option) => `--${option}`).join(', ')}): it removes all the limits of its own; to change one, use limits set\n${USAGE}`);

@@ -75,6 +75,27 @@ async function readSecretFile(file: string, secret: SharedSecret): Promise<strin
   );
 }
 
+/** What `link` fails with on a file system without hard links. */
+const LINKS_UNSUPPORTED = new Set(['EPERM', 'ENOTSUP', 'EOPNOTSUPP', 'ENOSYS']);
+
+/** Writes a new file (mode 0600) and syncs it; false when it exists already. */
+async function writeNewFile(file: string, contents: string): Promise<boolean> {
+  let handle;
+  try {
+    handle = await open(file, 'wx', 0o600);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'EEXIST') return false;
+    throw error;
+  }
+  try {
+    await handle.writeFile(contents);
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+  return true;
+}
+
 /**
  * Creates `file` with `contents` unless it exists, without anyone ever seeing it partly written:
  * the contents go to a temporary file in the same folder (mode 0600), reach the disk, and only
@@ -84,18 +105,16 @@ async function createFileOnce(file: string, contents: string): Promise<void> {
   const folder = path.dirname(file);
   const temporaryFile = `${file}.${process.pid}.${randomBytes(8).toString('hex')}.tmp`;
   try {
-    const handle = await open(temporaryFile, 'wx', 0o600);
-    try {
-      await handle.writeFile(contents);
-      await handle.sync();
-    } finally {
-      await handle.close();
-    }
+    await writeNewFile(temporaryFile, contents);
     try {
       await link(temporaryFile, file);
     } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
-      return;
+      const { code } = error as NodeJS.ErrnoException;
+      if (code === 'EEXIST') return;
+      if (!LINKS_UNSUPPORTED.has(code ?? '')) throw error;
+      // A file system without hard links (SMB, some FUSE mounts): created in place, first one wins;
+      // a crash in between leaves a file the next start refuses, naming it.
+      if (!(await writeNewFile(file, contents))) return;
     }
     // The new name must outlive a crash too, or a restart would generate a different key.
     const folderHandle = await open(folder, 'r');
