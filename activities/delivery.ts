@@ -1,7 +1,7 @@
 import { CompleteAsyncError, Context } from '@temporalio/activity';
 import { databaseUnavailableReason, retryWhileUnavailable, type UnavailableTries } from '../src/db/client.ts';
 import { markDeadLetter } from '../src/db/queries/deliveries.ts';
-import type { SendsInFlight } from '../src/delivery/sends-in-flight.ts';
+import type { Admission, SendsInFlight } from '../src/delivery/sends-in-flight.ts';
 import { disableIfFailing, type AutoDisableRule } from '../src/endpoint-health/auto-disable.ts';
 import { acquireSendPlaces, releaseSendPlaces, turnRecheckMs, type FlowLimits } from '../src/flow-control/places.ts';
 import type { ActivityCompletion } from '../src/temporal/activity-completion.ts';
@@ -102,8 +102,9 @@ export function createDeliveryActivities({ db, secretBox, sender, logger, metric
       annotateActiveSpan({ [SpanAttributes.deliveryId]: deliveryId });
       const attempt = `${info.workflowExecution?.runId}/${info.activityId}/${info.attempt}`;
       const roundAttempt = round.attemptsBefore + info.attempt;
+      let admission: Admission | undefined;
       try {
-        const admission = await sends.admit([context.cancellationSignal, shutdownStarted]);
+        admission = await sends.admit([context.cancellationSignal, shutdownStarted]);
         if (!admission) {
           // Cancelled (a manual retry) while it waited: it ends as cancelled, nothing sent.
           context.cancellationSignal.throwIfAborted();
@@ -111,54 +112,51 @@ export function createDeliveryActivities({ db, secretBox, sender, logger, metric
           metrics.sendWaits.inc({ reason: 'worker_stopping' });
           return { attempt: roundAttempt, wait: 'worker', waitMs: WORKER_STOPPING_WAIT_MS };
         }
-        try {
-          const databaseTries: UnavailableTries = { until: Math.min(recordBy, Date.now() + DATABASE_TRIES_MS), signal: context.cancellationSignal, reasons: ['database_unreachable'] };
-          const newRound = round.attemptsBefore === 0 && info.attempt === 1;
-          const places = await retryWhileUnavailable(() => acquireSendPlaces(db, deliveryId, attempt, flow.limits, newRound), databaseTries);
-          wake(places.wake);
-          if (places.decision === 'wait_turn') {
-            annotateActiveSpan({ [SpanAttributes.outcome]: 'waiting_for_turn' });
-            metrics.sendWaits.inc({ reason: `${places.blocked}_busy` });
-            return { attempt: roundAttempt, wait: 'turn', recheckMs: turnRecheckMs(places, flow.limits) };
-          }
-          if (places.decision === 'wait_until') {
-            annotateActiveSpan({ [SpanAttributes.outcome]: places.reason === 'rate' ? 'waiting_for_rate_limit' : 'waiting_for_previous_attempt' });
-            metrics.sendWaits.inc({ reason: places.reason === 'rate' ? 'rate_limit' : 'previous_attempt' });
-            logger.debug({ deliveryId, waitMs: places.waitMs, reason: places.reason }, 'send waits for a time');
-            return { attempt: roundAttempt, wait: places.reason, waitMs: places.waitMs };
-          }
-          let prepared: Awaited<ReturnType<typeof prepareAttempt>>;
-          try {
-            prepared = await prepareAttempt(attemptDeps, deliveryId, databaseTries);
-          } catch (error) {
-            await giveBack(deliveryId, attempt);
-            throw error;
-          }
-          if (typeof prepared === 'string') {
-            await giveBack(deliveryId, attempt);
-            return prepared;
-          }
-          const position = { attempt: info.attempt, retryPolicy: info.retryPolicy };
-          const job = prepared;
-          const trace = activeTraceContext();
-          admission.run(async () => reportEnd(await finishInBackground(job, attempt, info.taskToken, position, trace, recordBy, startedAt), job.deliveryId));
-          throw new CompleteAsyncError();
-        } catch (error) {
-          const reason = databaseUnavailableReason(error);
-          if (!reason) throw error;
-          // No request went out: the round waits for its database instead of using up an attempt,
-          // so an outage (or a migration's lock) longer than a round's schedule does not end it in
-          // dead_letter. (Places granted by a try whose answer was lost, the database away past the
-          // tries, lapse after their hold; those of a failed preparation went back.)
-          const waitMs = Math.round(DATABASE_RECHECK_MS * (0.5 + Math.random()));
-          annotateActiveSpan({ [SpanAttributes.outcome]: 'waiting_for_database' });
-          metrics.sendWaits.inc({ reason });
-          logger.warn({ deliveryId, waitMs, reason, err: error }, 'send waits for its database, which is not available');
-          return { attempt: roundAttempt, wait: 'database', waitMs };
-        } finally {
-          admission.cancel();
+        const databaseTries: UnavailableTries = { until: Math.min(recordBy, Date.now() + DATABASE_TRIES_MS), signal: context.cancellationSignal, reasons: ['database_unreachable'] };
+        const newRound = round.attemptsBefore === 0 && info.attempt === 1;
+        const places = await retryWhileUnavailable(() => acquireSendPlaces(db, deliveryId, attempt, flow.limits, newRound), databaseTries);
+        wake(places.wake);
+        if (places.decision === 'wait_turn') {
+          annotateActiveSpan({ [SpanAttributes.outcome]: 'waiting_for_turn' });
+          metrics.sendWaits.inc({ reason: `${places.blocked}_busy` });
+          return { attempt: roundAttempt, wait: 'turn', recheckMs: turnRecheckMs(places, flow.limits) };
         }
+        if (places.decision === 'wait_until') {
+          annotateActiveSpan({ [SpanAttributes.outcome]: places.reason === 'rate' ? 'waiting_for_rate_limit' : 'waiting_for_previous_attempt' });
+          metrics.sendWaits.inc({ reason: places.reason === 'rate' ? 'rate_limit' : 'previous_attempt' });
+          logger.debug({ deliveryId, waitMs: places.waitMs, reason: places.reason }, 'send waits for a time');
+          return { attempt: roundAttempt, wait: places.reason, waitMs: places.waitMs };
+        }
+        let prepared: Awaited<ReturnType<typeof prepareAttempt>>;
+        try {
+          prepared = await prepareAttempt(attemptDeps, deliveryId, databaseTries);
+        } catch (error) {
+          await giveBack(deliveryId, attempt);
+          throw error;
+        }
+        if (typeof prepared === 'string') {
+          await giveBack(deliveryId, attempt);
+          return prepared;
+        }
+        const position = { attempt: info.attempt, retryPolicy: info.retryPolicy };
+        const job = prepared;
+        const trace = activeTraceContext();
+        admission.run(async () => reportEnd(await finishInBackground(job, attempt, info.taskToken, position, trace, recordBy, startedAt), job.deliveryId));
+        throw new CompleteAsyncError();
+      } catch (error) {
+        const reason = databaseUnavailableReason(error);
+        if (!reason) throw error;
+        // No request went out: the round waits for its database instead of using up an attempt,
+        // so an outage (or a migration's lock) longer than a round's schedule does not end it in
+        // dead_letter. (Places granted by a try whose answer was lost, the database away past the
+        // tries, lapse after their hold; those of a failed preparation went back.)
+        const waitMs = Math.round(DATABASE_RECHECK_MS * (0.5 + Math.random()));
+        annotateActiveSpan({ [SpanAttributes.outcome]: 'waiting_for_database' });
+        metrics.sendWaits.inc({ reason });
+        logger.warn({ deliveryId, waitMs, reason, err: error }, 'send waits for its database, which is not available');
+        return { attempt: roundAttempt, wait: 'database', waitMs };
       } finally {
+        admission?.cancel();
         clearInterval(heartbeats);
       }
     },

@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
 import { formatDuration, parseDuration } from './duration.ts';
-import { MAX_DELIVERY_TIMEOUT_MS } from '../workflows/send-limits.ts';
+import { DEFAULT_DELIVERY_TIMEOUT_MS, MAX_DELIVERY_TIMEOUT_MS } from '../workflows/send-limits.ts';
 
 const booleanFromString = z
   .enum(['true', 'false', '1', '0'])
@@ -21,10 +21,10 @@ const LONGEST_DURATION_MS = 3650 * 86_400_000;
 /** The longest statement or lock timeout PostgreSQL takes (its largest int, in ms): 24 days and a bit. */
 const LONGEST_DATABASE_TIMEOUT_MS = 24 * 86_400_000;
 
-/** A duration such as `30d`, `12h`, `15m` or `90s`, from `min` to `max`. */
 /** The shortest retention period, RETENTION_PERIOD's or `retention run --older-than`'s: no delivery is deleted while its producer may still repeat its event. */
 export const SHORTEST_RETENTION_PERIOD_MS = 3_600_000;
 
+/** A duration such as `30d`, `12h`, `15m` or `90s`, from `min` to `max`. */
 const duration = (min: number, max = LONGEST_DURATION_MS) =>
   z
     .string()
@@ -156,7 +156,7 @@ const environmentVariables = z.object({
   EVENT_PRODUCER_TOKEN: optionalString.pipe(
     z.string().min(32, 'must be at least 32 characters').optional(),
   ),
-  DELIVERY_TIMEOUT_MS: z.coerce.number().int().min(100).max(MAX_DELIVERY_TIMEOUT_MS).default(30_000),
+  DELIVERY_TIMEOUT_MS: z.coerce.number().int().min(100).max(MAX_DELIVERY_TIMEOUT_MS).default(DEFAULT_DELIVERY_TIMEOUT_MS),
   ENDPOINT_MAX_IN_FLIGHT: wholeNumber(1, 1000).prefault('10'),
   PROJECT_MAX_IN_FLIGHT: wholeNumber(1, 100_000).prefault('100'),
   DESTINATION_MAX_IN_FLIGHT: wholeNumber(1, 100_000).prefault('200'),

@@ -4,6 +4,9 @@
  * allowed value.
  */
 
+/** DELIVERY_TIMEOUT_MS when it is not set. */
+export const DEFAULT_DELIVERY_TIMEOUT_MS = 30_000;
+
 /** The largest DELIVERY_TIMEOUT_MS the configuration accepts. */
 export const MAX_DELIVERY_TIMEOUT_MS = 120_000;
 

@@ -2,12 +2,12 @@ import { randomUUID } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { ConfigError, type Config } from '../config.ts';
-import { publishEvent, type PublishedEvent } from '../events/publish.ts';
+import { EventNotDispatchedError, publishEvent, type PublishedEvent } from '../events/publish.ts';
 import { PublishEventSchema } from '../events/schema.ts';
 import { describeZodError } from '../api/validation.ts';
 import { loadSecretBox } from '../secrets/installation.ts';
 import { connectCommandClient } from '../temporal/clients.ts';
-import { DeliveryScheduler, type DeliveryStart } from '../temporal/scheduler.ts';
+import { DeliveryScheduler } from '../temporal/scheduler.ts';
 import { eraseEventPayloads } from '../db/queries/events.ts';
 import { connectDatabase } from './database.ts';
 import { CliError, UsageError, type Command } from './output.ts';
@@ -72,16 +72,6 @@ const EVENT_FIELD_OPTIONS = [
   ['occurred-at', 'occurred_at'],
 ] as const;
 
-/** A scheduler that notes when workflow starts begin: `publishEvent` starts them only once the event is stored. */
-class StartNotingScheduler extends DeliveryScheduler {
-  deliveryIds: string[] | undefined;
-
-  override start(starts: readonly DeliveryStart[]): Promise<void> {
-    this.deliveryIds = starts.map((start) => start.deliveryId);
-    return super.start(starts);
-  }
-}
-
 /** `events publish`: hands an event to the service in-process, as `publishEvent()` does. */
 async function publish(config: Config, rest: string[]): Promise<void> {
   const { values } = parseArgs({
@@ -130,19 +120,18 @@ async function publish(config: Config, rest: string[]): Promise<void> {
     throw new CliError(`cannot reach Temporal at ${address}: ${(error as Error).message}`);
   }
   try {
-    const scheduler = new StartNotingScheduler(temporal.client, config.temporal.taskQueue);
+    const scheduler = new DeliveryScheduler(temporal.client, config.temporal.taskQueue);
     let published: PublishedEvent;
     try {
       published = await publishEvent({ db: database.db, scheduler, secretBox }, parsed.data);
     } catch (error) {
-      const reason = (error as Error).message;
-      if (scheduler.deliveryIds === undefined) {
-        throw new CliError(`could not publish the event (id ${id}): ${reason}. Run again with --id ${id}: an event stored under that id is not published twice`);
+      if (!(error instanceof EventNotDispatchedError)) {
+        throw new CliError(`could not publish the event (id ${id}): ${(error as Error).message}. Run again with --id ${id}: an event stored under that id is not published twice`);
       }
-      const count = scheduler.deliveryIds.length;
+      const { deliveryIds } = error.event;
       throw new CliError(
-        `the event of project ${values.project} with id ${id} is stored with ${count} deliver${count === 1 ? 'y' : 'ies'} (${scheduler.deliveryIds.join(', ')}), ` +
-          `but publishing it did not finish: ${reason}. The service's repair check starts any of their workflows not started on one of its next runs ` +
+        `the event of project ${values.project} with id ${id} is stored with ${deliveryIds.length} deliver${deliveryIds.length === 1 ? 'y' : 'ies'} (${deliveryIds.join(', ')}), ` +
+          `but publishing it did not finish: ${(error.cause as Error).message}. The service's repair check starts any of their workflows not started on one of its next runs ` +
           `(every REPAIR_INTERVAL) once its worker reaches Temporal; to do it now, fix the cause and run again with --id ${id} (the same id publishes nothing twice)`,
       );
     }

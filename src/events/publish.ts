@@ -25,6 +25,22 @@ export interface PublishedEvent {
 }
 
 /**
+ * An event stored with its deliveries whose publishing did not finish: a workflow start, or the
+ * record that they all started, failed. Nothing is lost: the repair check starts what did not
+ * start, and publishing again with the same `id` does it now.
+ */
+export class EventNotDispatchedError extends Error {
+  /** The stored event and its deliveries. */
+  readonly event: PublishedEvent;
+
+  constructor(event: PublishedEvent, cause: unknown) {
+    super(`event ${event.eventId} is stored, but publishing it did not finish: ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
+    this.name = 'EventNotDispatchedError';
+    this.event = event;
+  }
+}
+
+/**
  * Starts the delivery workflows of a stored event and records that it is dispatched. The starts
  * join the trace of the request that accepted the event (its stored `traceparent`), also when the
  * repair check makes them later.
@@ -45,7 +61,8 @@ export async function dispatchEvent(
  * (one transaction), then starts a delivery workflow per delivery. When this resolves,
  * every delivery is durable in both the database and Temporal. If the process dies in
  * between, the repair check starts the missing workflows; publishing again with
- * the same `id` returns the same ids and creates nothing new.
+ * the same `id` returns the same ids and creates nothing new. A failure once the event is stored
+ * is an {@link EventNotDispatchedError}.
  */
 export async function publishEvent(deps: PublishDeps, input: PublishEventInput, onlyWebhookId?: string): Promise<PublishedEvent> {
   const recorded = await recordEvent(deps.db, deps.secretBox, {
@@ -58,14 +75,19 @@ export async function publishEvent(deps: PublishDeps, input: PublishEventInput, 
     traceparent: currentTraceparent(),
   });
   annotateActiveSpan({ [SpanAttributes.eventId]: recorded.event.id, [SpanAttributes.deliveryCount]: recorded.deliveries.length });
-  if (recorded.created || !recorded.event.dispatchedAt) {
-    await dispatchEvent(deps, recorded.event, recorded.deliveries);
-  }
-  return {
+  const published = {
     eventId: recorded.event.id,
     deliveryIds: recorded.deliveries.map((target) => target.deliveryId),
     created: recorded.created,
   };
+  if (recorded.created || !recorded.event.dispatchedAt) {
+    try {
+      await dispatchEvent(deps, recorded.event, recorded.deliveries);
+    } catch (error) {
+      throw new EventNotDispatchedError(published, error);
+    }
+  }
+  return published;
 }
 
 /**

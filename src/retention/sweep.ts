@@ -98,9 +98,9 @@ export function settledDeliveriesBatch(cutoffs: SweepCutoffs, batchSize: number)
 /**
  * One bounded batch of the sweep at `position`. In the deliveries phase:
  * {@link settledDeliveriesBatch} (their attempts go with them, by the foreign key's cascade).
- * In the events phase: looks at the next `batchSize` events past retention, in (created_at, id) order after `position.after`, and deletes those with no
- * delivery left; the others keep a delivery that is not swept, so the next batch starts after
- * them instead of reading them again.
+ * In the events phase: looks at the next `batchSize` events past retention, in (created_at, id)
+ * order after `position.after`, and deletes those with no delivery left; the others keep a
+ * delivery that is not swept, so the next batch starts after them instead of reading them again.
  */
 export async function sweepBatch(db: Database, cutoffs: SweepCutoffs, position: SweepPosition, batchSize = SWEEP_BATCH_SIZE): Promise<SweepStep> {
   const before = cutoffs.before.toISOString();

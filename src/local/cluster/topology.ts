@@ -9,7 +9,7 @@ import path from 'node:path';
 import { ensureTemporalTools } from '../temporal-tools.mjs';
 import type { Config } from '../../config.ts';
 import { sharedReplicaSecrets } from '../../secrets/installation.ts';
-import { workerDrainMs } from '../../../workflows/send-limits.ts';
+import { DEFAULT_DELIVERY_TIMEOUT_MS, workerDrainMs } from '../../../workflows/send-limits.ts';
 import { boundPorts, clusterLayout, REPO_ROOT, type ClusterLayout, type ReplicaCounts } from './layout.ts';
 import {
   ensurePostgresInstalled,
@@ -76,7 +76,7 @@ export interface ClusterStatus {
 export type Log = (line: string) => void;
 
 /** How long a replica of `role` gets to stop: a worker, its drain (the longest of those started) and time to exit. */
-export function stopGraceMs(role: string, drainMs: number = workerDrainMs(30_000)): number {
+export function stopGraceMs(role: string, drainMs: number = workerDrainMs(DEFAULT_DELIVERY_TIMEOUT_MS)): number {
   return role === 'worker' ? drainMs + WORKER_EXIT_MS : (GRACE_MS[role] ?? 15_000);
 }
 
