@@ -29,6 +29,12 @@ export const PAGES_PER_RUN = 200;
  */
 const PACED_IN_WORKFLOW = 'bulk-retry-paced-in-workflow';
 
+/**
+ * A step's heartbeat timeout: a worker that dies while its step spreads its signals is noticed
+ * after this long, and the step is retried elsewhere (it signals nothing twice).
+ */
+export const STEP_HEARTBEAT_TIMEOUT_MS = 10_000;
+
 const RETRY_OPTIONS = { initialInterval: '1s', backoffCoefficient: 2, maximumInterval: '30s' } as const;
 
 /** The operation's activities, dispatched under its project's fairness key. */
@@ -36,9 +42,9 @@ function activitiesOf(projectId: string | undefined) {
   const priority = projectId ? { priority: { fairnessKey: projectId } } : {};
   const steps = proxyActivities<OperationActivities>({
     startToCloseTimeout: '2m',
-    heartbeatTimeout: '10s',
+    heartbeatTimeout: STEP_HEARTBEAT_TIMEOUT_MS,
     retry: RETRY_OPTIONS,
-    // On cancel, the step in flight ends between two deliveries before the operation is marked cancelled.
+    // On cancel, the step in flight ends before the operation is marked cancelled.
     cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
     ...priority,
   });
@@ -50,14 +56,16 @@ function activitiesOf(projectId: string | undefined) {
 }
 
 /**
- * A bulk retry operation. Each step is one short activity: it selects the next page of the
- * deliveries the operation matches when it needs more, queues the step's share of them (still
- * failed or dead-lettered) and signals their workflows (keyed by the operation id, so a step
- * repeated after a crash retries nothing twice), and skips those that moved on. Between steps the
- * workflow waits, holding no worker slot: the project's operations together signal at most
- * BULK_RETRY_RATE a second. Its progress lives in the database (`operations`,
- * `operation_deliveries`), so it survives worker and server restarts; cancelling it stops it
- * after the delivery in hand, and its end signals any delivery it had queued.
+ * A bulk retry operation. Each step is one activity: it selects the next page of the deliveries
+ * the operation matches when it needs more, queues the step's share of them (still failed or
+ * dead-lettered) and signals their workflows one at a time over the step's second (keyed by the
+ * operation id, so a step repeated after a crash retries nothing twice), and skips those that
+ * moved on. The signals wait for their time in the worker's background (the activity completes
+ * asynchronously), and between steps the workflow waits: nothing holds a worker slot while it
+ * waits, and the project's operations together signal at most BULK_RETRY_RATE a second. Its
+ * progress lives in the database (`operations`, `operation_deliveries`), so it survives worker
+ * and server restarts; cancelling it stops it after the step in hand, and its end signals any
+ * delivery it had queued.
  */
 export async function bulkRetryWorkflow(input: BulkRetryInput): Promise<void> {
   const { retryOperationStep, retryOperationPage, finishOperation } = activitiesOf(workflowInfo().typedSearchAttributes.get(ProjectIdAttribute));

@@ -173,7 +173,7 @@ export interface paths {
         get: operations["getOperation"];
         put?: never;
         post?: never;
-        /** Cancel a bulk operation (it stops between two deliveries and records itself cancelled) */
+        /** Cancel a bulk operation (it ends its step in hand, at most one second of its retries, and records itself cancelled) */
         delete: operations["cancelOperation"];
         options?: never;
         head?: never;

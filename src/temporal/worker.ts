@@ -179,7 +179,14 @@ export async function startDeliveryWorker(options: DeliveryWorkerOptions): Promi
         metrics: options.metrics,
         retentionMs: options.retentionMs,
       }),
-      ...createOperationActivities({ db: options.db, scheduler: options.scheduler, logger: options.logger.child({ component: 'operation' }) }),
+      ...createOperationActivities({
+        db: options.db,
+        scheduler: options.scheduler,
+        logger: options.logger.child({ component: 'operation' }),
+        completion: options.completion,
+        shutdownStarted: shutdownStarted.signal,
+        stopping: stopping.signal,
+      }),
       ...createRepairActivities({
         db: options.db,
         scheduler: options.scheduler,

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BASE, createWebhookFor, publishFor, waitForDelivery } from '../delivery/support.ts';
-import { eq, inArray } from 'drizzle-orm';
+import { and, eq, inArray } from 'drizzle-orm';
 import { recordEvent } from '../../src/db/queries/events.ts';
 import { createRetryOperation, findOperation, type OperationView } from '../../src/db/queries/operations.ts';
 import { deliveries, operationDeliveries } from '../../src/db/schema.ts';
@@ -68,6 +68,22 @@ async function seededDeliveries(webhookIds: string[]): Promise<string[]> {
   return (await h.db.select({ id: deliveries.id }).from(deliveries).where(inArray(deliveries.webhookId, webhookIds))).map((row) => row.id);
 }
 
+/** A bulk retry started over `count` deliveries seeded in `dead_letter` on a new webhook, whose endpoint now answers 200. */
+async function retryingSeeded(count: number) {
+  const { key, webhookId } = await createWebhookFor(h, receiver.url);
+  const ids = await seededDeadLetters(key, webhookId, count);
+  receiver.behave(() => ({ status: 200 }));
+  const started = await h.request('POST', `${BASE}/webhooks/${webhookId}/deliveries/retry`, { token: key.token });
+  expect(started.status).toBe(202);
+  return { key, webhookId, ids, operationId: started.body.data.id as string };
+}
+
+/** The retry signals a delivery's workflow got, as its history records them. */
+async function retrySignalsOf(deliveryId: string) {
+  const { events } = await h.client.workflow.getHandle(deliveryId).fetchHistory();
+  return (events ?? []).filter((event) => event.workflowExecutionSignaledEventAttributes?.signalName === 'retry');
+}
+
 /**
  * How long `count` deliveries may take to dead-letter. Once five attempts in a row have failed,
  * the open circuit breaker lets one attempt at a time reach the endpoint, so the rounds of a
@@ -120,7 +136,7 @@ describe('POST /webhooks/{id}/deliveries/retry', () => {
     expect(swept.body.data).toEqual(done);
   }, TEST_MS);
 
-  it('stops after the delivery in hand when cancelled, and records itself cancelled with the count it reached', async () => {
+  it('stops after the step in hand when cancelled, and records itself cancelled with the count it reached', async () => {
     const { key, webhookId, ids } = await deadLettered(12);
     receiver.behave(() => ({ status: 200 }));
     // No body, but the JSON Content-Type many clients set on every request: the defaults apply.
@@ -231,6 +247,50 @@ describe('POST /webhooks/{id}/deliveries/retry', () => {
     expect(events.filter((event) => event.timerStartedEventAttributes).length).toBeGreaterThanOrEqual(steps.length - 2);
     for (const step of steps) expect(step.activityTaskScheduledEventAttributes?.priority?.fairnessKey).toBe(a.key.projectId);
     expect(events[0]!.workflowExecutionStartedEventAttributes?.priority?.fairnessKey).toBe(a.key.projectId);
+  }, 120_000);
+
+  it("spreads a step's signals over its second in the worker's background: no burst for other projects' sends to queue behind", async () => {
+    const { key, webhookId, ids, operationId } = await retryingSeeded(2 * RATE);
+    await waitForOperation(key.token, webhookId, operationId, (op) => op.status === 'completed' && op.retried === ids.length);
+
+    // When each delivery's workflow got the operation's retry signal, as the server recorded it.
+    const signalledAt = await Promise.all(
+      ids.map(async (id) => {
+        const [signal] = await retrySignalsOf(id);
+        return Number(signal!.eventTime!.seconds) * 1000 + Math.floor((signal!.eventTime!.nanos ?? 0) / 1e6);
+      }),
+    );
+    signalledAt.sort((a, b) => a - b);
+    const gaps = signalledAt.slice(1).map((at, i) => at - signalledAt[i]!);
+    // One signal every 1/RATE s (250 ms): in steps of RATE back to back, RATE - 1 of every RATE
+    // gaps were a few milliseconds. At most one gap may fall short of half the spacing (a signal
+    // delayed on a loaded machine shortens the gap after it).
+    expect(gaps.filter((gap) => gap < 1000 / RATE / 2).length, `gaps ${gaps.join(', ')} ms`).toBeLessThanOrEqual(1);
+
+    const history = await h.client.workflow.getHandle(operationId).fetchHistory();
+    const steps = (history.events ?? []).filter((event) => event.activityTaskScheduledEventAttributes?.activityType?.name === 'retryOperationStep');
+    expect(steps.length).toBeGreaterThanOrEqual(2);
+  }, 120_000);
+
+  it('ends a step with the signals it sent when its worker begins to stop; the next worker retries the rest, each once', async () => {
+    const { key, webhookId, ids, operationId } = await retryingSeeded(3 * RATE);
+    const retried = async () =>
+      (await h.db.select({ id: operationDeliveries.deliveryId }).from(operationDeliveries).where(and(eq(operationDeliveries.operationId, operationId), eq(operationDeliveries.state, 'retried')))).length;
+    // Inside a step: some of its share signalled, the rest still waiting for their time.
+    await waitFor('a step part-way through its signals', async () => (await retried()) % RATE !== 0, { timeoutMs: 30_000, intervalMs: 20 });
+    const logsBefore = h.logs.length;
+    await h.stopWorker();
+    const partial = h.logs.slice(logsBefore).map((line) => JSON.parse(line)).find((line) => line.msg === 'bulk retry step' && line.operationId === operationId);
+    expect(partial?.retried).toBeGreaterThan(0);
+    expect(partial?.retried).toBeLessThan(RATE);
+    await h.startWorker();
+
+    const done = await waitForOperation(key.token, webhookId, operationId, (op) => op.status !== 'running');
+    expect(done).toEqual({ id: operationId, status: 'completed', matched: ids.length, retried: ids.length, skipped: 0 });
+    for (const id of ids) expect(await retrySignalsOf(id)).toHaveLength(1);
+    // The stopped step reported its end: none waited for its heartbeat to time out.
+    const history = await h.client.workflow.getHandle(operationId).fetchHistory();
+    expect((history.events ?? []).filter((event) => event.activityTaskTimedOutEventAttributes)).toHaveLength(0);
   }, 120_000);
 
   it('refuses a bad body with the v2 error, and answers 404 for an unknown operation', async () => {

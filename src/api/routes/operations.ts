@@ -117,7 +117,7 @@ export const operationsRouter = createRouter()
       path: '/{id}/operations/{operation_id}',
       operationId: 'cancelOperation',
       tags,
-      summary: 'Cancel a bulk operation (it stops between two deliveries and records itself cancelled)',
+      summary: 'Cancel a bulk operation (it ends its step in hand, at most one second of its retries, and records itself cancelled)',
       request: { params: OperationParamsSchema },
       responses: {
         202: success(envelope(OperationSchema), 'Cancellation requested; the operation as it stands'),
