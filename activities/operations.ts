@@ -6,6 +6,7 @@ import { pendingOperationItems, queueOperationItem, runningOperationsOf, selectO
 import type { OperationStatus } from '../src/db/schema.ts';
 import { endOperation, runningOperation, signalOperationRetry, type RunningOperation } from '../src/operations/lifecycle.ts';
 import type { ActivityCompletion, HeartbeatAnswer } from '../src/temporal/activity-completion.ts';
+import type { BackgroundWork } from '../src/temporal/background-work.ts';
 import type { DeliveryScheduler } from '../src/temporal/scheduler.ts';
 import { STEP_HEARTBEAT_TIMEOUT_MS } from '../workflows/bulk-retry.ts';
 import { withRetries } from './background-sends.ts';
@@ -17,6 +18,8 @@ export interface OperationActivityDeps {
   logger: Logger;
   /** Reports the end of the steps whose signals are spread in the worker's background. */
   completion: ActivityCompletion;
+  /** Where those steps run, which a stopping worker waits for (their reports go out). */
+  background: BackgroundWork;
   /** Aborted when the worker begins to stop: a step still spreading its signals ends with those it sent, and the next step goes on elsewhere. */
   shutdownStarted: AbortSignal;
   /** Aborted when the worker stops: a step's report being tried again is not tried once more. */
@@ -27,9 +30,10 @@ export interface OperationActivityDeps {
 export const SELECTION_PAGE = 500;
 
 /**
- * How often a step still spreading its signals heartbeats: at 80% of its heartbeat timeout, as
- * the worker throttles an activity's heartbeats. A step spreads one second's share, so it
- * normally ends before its first.
+ * How often a step still spreading its signals heartbeats, counted from its activity's start (the
+ * step heartbeats nothing before it hands off): at 80% of its heartbeat timeout, as the worker
+ * throttles an activity's heartbeats. A step spreads one second's share, so it normally ends
+ * before its first.
  */
 const STEP_HEARTBEAT_MS = STEP_HEARTBEAT_TIMEOUT_MS * 0.8;
 
@@ -48,7 +52,7 @@ type PendingItem = Awaited<ReturnType<typeof pendingOperationItems>>[number];
 const NOTHING_LEFT: StepResult = { done: true, retried: 0, skipped: 0, waitMs: 0 };
 
 /** Creates the bulk retry operation's activities (the dependency-injection pattern). */
-export function createOperationActivities({ db, scheduler, logger, completion, shutdownStarted, stopping }: OperationActivityDeps) {
+export function createOperationActivities({ db, scheduler, logger, completion, background, shutdownStarted, stopping }: OperationActivityDeps) {
   /**
    * The signals of a step, in the worker's background: the `k`-th delivery retried is signalled
    * `k / ratePerSecond` seconds after the step's start, so a step's deliveries reach the workers
@@ -59,13 +63,21 @@ export function createOperationActivities({ db, scheduler, logger, completion, s
    * {@link STEP_HEARTBEAT_MS}) hears that the operation was cancelled. Resolves with the report of
    * the activity's end.
    */
-  async function spreadSignals(running: RunningOperation, items: PendingItem[], ratePerSecond: number, taskToken: Uint8Array, startedAt: number): Promise<() => Promise<void>> {
+  async function spreadSignals(
+    running: RunningOperation,
+    items: PendingItem[],
+    ratePerSecond: number,
+    { taskToken, activityStartedAt, startedAt }: { taskToken: Uint8Array; activityStartedAt: number; startedAt: number },
+  ): Promise<() => Promise<void>> {
     const { operation, webhook } = running;
     let answer: HeartbeatAnswer = 'running';
-    const heartbeats = setInterval(() => {
-      // Temporal unreachable: the step goes on; its heartbeat timeout retries it elsewhere if it lasts.
-      completion.heartbeat(taskToken).then((heard) => void (answer = heard === 'running' ? answer : heard), () => {});
-    }, STEP_HEARTBEAT_MS);
+    // Temporal unreachable: the step goes on; its heartbeat timeout retries it elsewhere if it lasts.
+    const heartbeat = () => void completion.heartbeat(taskToken).then((heard) => void (answer = heard === 'running' ? answer : heard), () => {});
+    let heartbeats: NodeJS.Timeout | undefined;
+    const firstHeartbeat = setTimeout(() => {
+      heartbeat();
+      heartbeats = setInterval(heartbeat, STEP_HEARTBEAT_MS);
+    }, Math.max(0, activityStartedAt + STEP_HEARTBEAT_MS - Date.now()));
     let retried = 0;
     let skipped = 0;
     try {
@@ -85,6 +97,7 @@ export function createOperationActivities({ db, scheduler, logger, completion, s
       logger.warn({ err: error, operationId: operation.id }, 'bulk retry step failed');
       return () => completion.fail(taskToken, error as Error);
     } finally {
+      clearTimeout(firstHeartbeat);
       clearInterval(heartbeats);
     }
     if (retried + skipped > 0) logger.info({ operationId: operation.id, webhookId: webhook.id, retried, skipped }, 'bulk retry step');
@@ -100,14 +113,13 @@ export function createOperationActivities({ db, scheduler, logger, completion, s
    * Hands a step's `items` to {@link spreadSignals} and completes the activity asynchronously:
    * the step holds no worker slot while its signals wait for their time.
    */
-  function spreadInBackground(running: RunningOperation, items: PendingItem[], ratePerSecond: number): never {
-    const { taskToken } = Context.current().info;
-    const startedAt = Date.now();
-    void (async () => {
-      const report = await spreadSignals(running, items, ratePerSecond, taskToken, startedAt);
+  function spreadInBackground(running: RunningOperation, items: PendingItem[], ratePerSecond: number, activityStartedAt: number): never {
+    const timing = { taskToken: Context.current().info.taskToken, activityStartedAt, startedAt: Date.now() };
+    background.run(async () => {
+      const report = await spreadSignals(running, items, ratePerSecond, timing);
       // A report that never goes through leaves the step to its heartbeat timeout: it is retried, and signals nothing twice.
       if (!(await withRetries(report, stopping))) logger.warn({ operationId: running.operation.id }, 'could not report the end of a bulk retry step to Temporal');
-    })();
+    });
     throw new CompleteAsyncError();
   }
 
@@ -119,6 +131,7 @@ export function createOperationActivities({ db, scheduler, logger, completion, s
      * fewer than that are waiting. `done` when none is left and the selection is complete.
      */
     async retryOperationStep(input: { operationId: string; ratePerSecond: number }): Promise<StepResult> {
+      const activityStartedAt = Date.now();
       const running = await runningOperation(db, input.operationId);
       if (!running) return NOTHING_LEFT;
       const share = input.ratePerSecond / Math.max(1, await runningOperationsOf(db, running.operation.projectId));
@@ -130,7 +143,7 @@ export function createOperationActivities({ db, scheduler, logger, completion, s
         if (items.length === 0) items = await pendingOperationItems(db, running.operation.id, limit);
       }
       if (items.length === 0) return selecting ? { ...NOTHING_LEFT, done: false } : NOTHING_LEFT;
-      return spreadInBackground(running, items, share);
+      return spreadInBackground(running, items, share, activityStartedAt);
     },
 
     /**
@@ -139,11 +152,12 @@ export function createOperationActivities({ db, scheduler, logger, completion, s
      * created; its workflow waits after it.
      */
     async retryOperationPage(input: { operationId: string; limit: number; ratePerSecond: number }): Promise<StepResult> {
+      const activityStartedAt = Date.now();
       const running = await runningOperation(db, input.operationId);
       if (!running) return NOTHING_LEFT;
       const items = await pendingOperationItems(db, running.operation.id, input.limit);
       if (items.length === 0) return NOTHING_LEFT;
-      return spreadInBackground(running, items, input.ratePerSecond);
+      return spreadInBackground(running, items, input.ratePerSecond, activityStartedAt);
     },
 
     /** Ends the operation, after signalling the deliveries it had queued ({@link endOperation}). */

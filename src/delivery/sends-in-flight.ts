@@ -1,3 +1,5 @@
+import { BackgroundWork } from '../temporal/background-work.ts';
+
 /**
  * The sends a worker process has in flight after their activities handed them off. A send
  * activity takes its places and prepares its request while it holds a worker slot, then leaves
@@ -8,7 +10,7 @@
  */
 export class SendsInFlight {
   readonly #max: number;
-  readonly #running = new Set<Promise<void>>();
+  readonly #background = new BackgroundWork();
   #admitted = 0;
   readonly #waiting: (() => void)[] = [];
 
@@ -63,11 +65,7 @@ export class SendsInFlight {
       run: (send) => {
         if (state !== 'admitted') throw new Error('a send admission runs once');
         state = 'running';
-        const running = send().finally(() => {
-          this.#running.delete(running);
-          end();
-        });
-        this.#running.add(running);
+        this.#background.run(() => send().finally(end));
       },
       cancel: () => {
         if (state === 'admitted') end();
@@ -76,12 +74,8 @@ export class SendsInFlight {
   }
 
   /** Resolves when every send in the background has ended, or after `timeoutMs`; answers how many had not. */
-  async drain(timeoutMs: number): Promise<number> {
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const timeout = new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs)));
-    await Promise.race([Promise.allSettled([...this.#running]), timeout]);
-    clearTimeout(timer);
-    return this.#running.size;
+  drain(timeoutMs: number): Promise<number> {
+    return this.#background.drain(timeoutMs);
   }
 }
 

@@ -20,6 +20,7 @@ import type { FlowLimits } from '../flow-control/places.ts';
 import type { SecretBox } from '../secrets/crypto.ts';
 import { nodeArgsForChild } from '../node-child.ts';
 import type { ActivityCompletion } from './activity-completion.ts';
+import { BackgroundWork } from './background-work.ts';
 import type { DeliveryScheduler } from './scheduler.ts';
 import type { Tracing } from '../tracing/index.ts';
 import { workerDrainMs } from '../../workflows/send-limits.ts';
@@ -104,6 +105,13 @@ const TURN_RESERVATION_MS = 60_000;
 /** Time a send's place is held beyond the HTTP exchange's limit, for its database statements. */
 const HOLD_MARGIN_MS = 30_000;
 
+/**
+ * How long a stopping worker waits for the reports of the bulk retry steps in its background: a
+ * step stops before its next signal when the stop begins, so only a signal under way and the
+ * report are left. Past it (Temporal unreachable), a step is retried after its heartbeat timeout.
+ */
+const STEP_REPORTS_DRAIN_MS = 2_000;
+
 const BUNDLE_SCRIPT = fileURLToPath(new URL('./bundle-workflows.ts', import.meta.url));
 
 /**
@@ -148,6 +156,7 @@ export async function startDeliveryWorker(options: DeliveryWorkerOptions): Promi
   };
   const stopping = new AbortController();
   const shutdownStarted = new AbortController();
+  const operationSteps = new BackgroundWork();
   options.metrics.trackSendsInFlight(sends);
   const worker = await Worker.create({
     connection: options.connection,
@@ -184,6 +193,7 @@ export async function startDeliveryWorker(options: DeliveryWorkerOptions): Promi
         scheduler: options.scheduler,
         logger: options.logger.child({ component: 'operation' }),
         completion: options.completion,
+        background: operationSteps,
         shutdownStarted: shutdownStarted.signal,
         stopping: stopping.signal,
       }),
@@ -204,6 +214,8 @@ export async function startDeliveryWorker(options: DeliveryWorkerOptions): Promi
   options.logger.info({ taskQueue: options.taskQueue, bundle: prebuilt ?? 'compiled at start', tracing }, 'worker started');
 
   const done = worker.run().finally(async () => {
+    // The bulk retry steps spreading their signals stopped when the stop began: their reports go out first.
+    await operationSteps.drain(STEP_REPORTS_DRAIN_MS);
     // What is being tried again (a wake signal, a report) is not tried once more, so a stop waits
     // for exchanges and a report's call under way, never for a Temporal it cannot reach: the
     // deliveries ask again by themselves, and an unreported attempt is retried once its heartbeat lapses.

@@ -263,9 +263,10 @@ describe('POST /webhooks/{id}/deliveries/retry', () => {
     signalledAt.sort((a, b) => a - b);
     const gaps = signalledAt.slice(1).map((at, i) => at - signalledAt[i]!);
     // One signal every 1/RATE s (250 ms): in steps of RATE back to back, RATE - 1 of every RATE
-    // gaps were a few milliseconds. At most one gap may fall short of half the spacing (a signal
-    // delayed on a loaded machine shortens the gap after it).
-    expect(gaps.filter((gap) => gap < 1000 / RATE / 2).length, `gaps ${gaps.join(', ')} ms`).toBeLessThanOrEqual(1);
+    // gaps were a few milliseconds. One gap a step may fall short of half the spacing: a signal
+    // delayed on a loaded machine shortens the gap after it, and the wait between two steps
+    // shortens by what the next one takes to start (the first step also selects the deliveries).
+    expect(gaps.filter((gap) => gap < 1000 / RATE / 2).length, `gaps ${gaps.join(', ')} ms`).toBeLessThanOrEqual(ids.length / RATE);
 
     const history = await h.client.workflow.getHandle(operationId).fetchHistory();
     const steps = (history.events ?? []).filter((event) => event.activityTaskScheduledEventAttributes?.activityType?.name === 'retryOperationStep');
@@ -280,9 +281,14 @@ describe('POST /webhooks/{id}/deliveries/retry', () => {
     await waitFor('a step part-way through its signals', async () => (await retried()) % RATE !== 0, { timeoutMs: 30_000, intervalMs: 20 });
     const logsBefore = h.logs.length;
     await h.stopWorker();
-    const partial = h.logs.slice(logsBefore).map((line) => JSON.parse(line)).find((line) => line.msg === 'bulk retry step' && line.operationId === operationId);
-    expect(partial?.retried).toBeGreaterThan(0);
-    expect(partial?.retried).toBeLessThan(RATE);
+    const partial = await waitFor('the stopped step to end', () =>
+      h.logs
+        .slice(logsBefore)
+        .map((line) => JSON.parse(line))
+        .find((line) => line.msg === 'bulk retry step' && line.operationId === operationId),
+    );
+    expect(partial.retried).toBeGreaterThan(0);
+    expect(partial.retried).toBeLessThan(RATE);
     await h.startWorker();
 
     const done = await waitForOperation(key.token, webhookId, operationId, (op) => op.status !== 'running');
