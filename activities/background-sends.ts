@@ -3,19 +3,15 @@
  * worker slot: the exchange and its record, the places given back and the deliveries they wake,
  * and the activity's end reported to Temporal as the worker would have.
  */
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import { retryWhileUnavailable, type Database } from '../src/db/client.ts';
 import { releaseClosedDelivery, releaseSendPlaces } from '../src/flow-control/places.ts';
-import type { ActivityCompletion, HeartbeatAnswer } from '../src/temporal/activity-completion.ts';
+import { heartbeatInBackground, withRetries, type ActivityCompletion, type HeartbeatAnswer } from '../src/temporal/activity-completion.ts';
 import { SpanAttributes } from '../src/tracing/attributes.ts';
 import { activeTraceContext, inAttemptSpan } from '../src/tracing/spans.ts';
 import { SEND_HEARTBEAT_TIMEOUT_MS } from '../workflows/send-limits.ts';
 import { recordAttempt, sendAttempt, type AttemptDeps, type PolicyPosition, type PreparedAttempt } from './attempt.ts';
 import type { FlowControl } from './delivery.ts';
-
-/** Pauses between the tries of a call to Temporal that did not go through (a wake signal, a report): about a minute in all. */
-const TEMPORAL_RETRY_DELAYS_MS = [1_000, 2_000, 4_000, 8_000, 16_000, 32_000];
 
 /**
  * How often a send in the background heartbeats: at 80% of the activity's heartbeat timeout, as
@@ -35,24 +31,6 @@ export const PREPARING_HEARTBEAT_MS = 1_000;
  */
 export function firstBackgroundHeartbeatMs(sinceStartMs: number): number {
   return sinceStartMs < PREPARING_HEARTBEAT_MS ? BACKGROUND_HEARTBEAT_MS - sinceStartMs : 0;
-}
-
-/**
- * Tries `call` until it goes through, pausing {@link TEMPORAL_RETRY_DELAYS_MS} between tries;
- * false when it never did, or when `stopping` aborted (the worker stopped) before it did.
- */
-export async function withRetries(call: () => Promise<unknown>, stopping: AbortSignal): Promise<boolean> {
-  for (const delayMs of [...TEMPORAL_RETRY_DELAYS_MS, undefined]) {
-    try {
-      await call();
-      return true;
-    } catch {
-      if (delayMs === undefined || stopping.aborted) return false;
-      const stopped = await sleep(delayMs, false, { signal: stopping }).catch(() => true);
-      if (stopped) return false;
-    }
-  }
-  return false;
 }
 
 /** What the background half of the sends needs. */
@@ -113,22 +91,16 @@ export function createBackgroundSends({ db, logger, flow, attemptDeps, completio
   ): Promise<() => Promise<void>> {
     const abort = new AbortController();
     let answer: HeartbeatAnswer = 'running';
-    const heartbeat = () => {
-      completion.heartbeat(taskToken).then(
-        (heard) => {
-          if (heard === 'running' || abort.signal.aborted) return;
-          answer = heard;
-          abort.abort();
-        },
-        // Temporal unreachable: the send goes on; a retry elsewhere waits until this hold lapses.
-        () => {},
-      );
-    };
-    let heartbeats: NodeJS.Timeout | undefined;
-    const firstHeartbeat = setTimeout(() => {
-      heartbeat();
-      heartbeats = setInterval(heartbeat, BACKGROUND_HEARTBEAT_MS);
-    }, firstBackgroundHeartbeatMs(Date.now() - activityStartedAt));
+    // Temporal unreachable: the send goes on; a retry elsewhere waits until this hold lapses.
+    const stopHeartbeats = heartbeatInBackground(
+      completion,
+      taskToken,
+      { firstMs: firstBackgroundHeartbeatMs(Date.now() - activityStartedAt), everyMs: BACKGROUND_HEARTBEAT_MS },
+      (heard) => {
+        answer = heard;
+        abort.abort();
+      },
+    );
     let report: () => Promise<void>;
     let keepForMs: number | undefined;
     try {
@@ -152,8 +124,7 @@ export function createBackgroundSends({ db, logger, flow, attemptDeps, completio
       logger.error({ err: error, deliveryId: prepared.deliveryId }, 'delivery attempt could not be recorded');
       report = () => completion.fail(taskToken, error as Error);
     } finally {
-      clearTimeout(firstHeartbeat);
-      clearInterval(heartbeats);
+      stopHeartbeats();
       await giveBack(prepared.deliveryId, attempt, keepForMs);
     }
     return report;

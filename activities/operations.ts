@@ -5,11 +5,10 @@ import type { Database } from '../src/db/client.ts';
 import { pendingOperationItems, queueOperationItem, runningOperationsOf, selectOperationPage } from '../src/db/queries/operations.ts';
 import type { OperationStatus } from '../src/db/schema.ts';
 import { endOperation, runningOperation, signalOperationRetry, type RunningOperation } from '../src/operations/lifecycle.ts';
-import type { ActivityCompletion, HeartbeatAnswer } from '../src/temporal/activity-completion.ts';
+import { heartbeatInBackground, withRetries, type ActivityCompletion, type HeartbeatAnswer } from '../src/temporal/activity-completion.ts';
 import type { BackgroundWork } from '../src/temporal/background-work.ts';
 import type { DeliveryScheduler } from '../src/temporal/scheduler.ts';
 import { STEP_HEARTBEAT_TIMEOUT_MS } from '../workflows/bulk-retry.ts';
-import { withRetries } from './background-sends.ts';
 
 /** What the bulk operation activities need. */
 export interface OperationActivityDeps {
@@ -72,12 +71,12 @@ export function createOperationActivities({ db, scheduler, logger, completion, b
     const { operation, webhook } = running;
     let answer: HeartbeatAnswer = 'running';
     // Temporal unreachable: the step goes on; its heartbeat timeout retries it elsewhere if it lasts.
-    const heartbeat = () => void completion.heartbeat(taskToken).then((heard) => void (answer = heard === 'running' ? answer : heard), () => {});
-    let heartbeats: NodeJS.Timeout | undefined;
-    const firstHeartbeat = setTimeout(() => {
-      heartbeat();
-      heartbeats = setInterval(heartbeat, STEP_HEARTBEAT_MS);
-    }, Math.max(0, activityStartedAt + STEP_HEARTBEAT_MS - Date.now()));
+    const stopHeartbeats = heartbeatInBackground(
+      completion,
+      taskToken,
+      { firstMs: Math.max(0, activityStartedAt + STEP_HEARTBEAT_MS - Date.now()), everyMs: STEP_HEARTBEAT_MS },
+      (heard) => (answer = heard),
+    );
     let retried = 0;
     let skipped = 0;
     try {
@@ -97,8 +96,7 @@ export function createOperationActivities({ db, scheduler, logger, completion, b
       logger.warn({ err: error, operationId: operation.id }, 'bulk retry step failed');
       return () => completion.fail(taskToken, error as Error);
     } finally {
-      clearTimeout(firstHeartbeat);
-      clearInterval(heartbeats);
+      stopHeartbeats();
     }
     if (retried + skipped > 0) logger.info({ operationId: operation.id, webhookId: webhook.id, retried, skipped }, 'bulk retry step');
     // Set by a heartbeat's answer while the signals waited (the compiler cannot see it change).

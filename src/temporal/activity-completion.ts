@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { ActivityCancelledError, ActivityNotFoundError, type Client } from '@temporalio/client';
 
 /** What the server said to a heartbeat of an activity that completes asynchronously. */
@@ -40,4 +41,59 @@ export function activityCompletion(client: Client): ActivityCompletion {
       }
     },
   };
+}
+
+/**
+ * Heartbeats, from the worker's background, an activity that completed asynchronously: first
+ * after `firstMs`, then every `everyMs`, until the returned function stops it. `onEnded` hears
+ * once the first answer other than `running` (the workflow asked to cancel it, or the server no
+ * longer knows it). A heartbeat that does not reach Temporal is let go: the work goes on, and the
+ * activity's heartbeat timeout decides.
+ */
+export function heartbeatInBackground(
+  completion: ActivityCompletion,
+  taskToken: Uint8Array,
+  { firstMs, everyMs }: { firstMs: number; everyMs: number },
+  onEnded: (answer: Exclude<HeartbeatAnswer, 'running'>) => void,
+): () => void {
+  let ended = false;
+  const beat = () =>
+    void completion.heartbeat(taskToken).then(
+      (heard) => {
+        if (heard === 'running' || ended) return;
+        ended = true;
+        onEnded(heard);
+      },
+      () => {},
+    );
+  let every: NodeJS.Timeout | undefined;
+  const first = setTimeout(() => {
+    beat();
+    every = setInterval(beat, everyMs);
+  }, firstMs);
+  return () => {
+    clearTimeout(first);
+    clearInterval(every);
+  };
+}
+
+/** Pauses between the tries of a call to Temporal that did not go through (a wake signal, a report): about a minute in all. */
+const TEMPORAL_RETRY_DELAYS_MS = [1_000, 2_000, 4_000, 8_000, 16_000, 32_000];
+
+/**
+ * Tries `call` until it goes through, pausing {@link TEMPORAL_RETRY_DELAYS_MS} between tries;
+ * false when it never did, or when `stopping` aborted (the worker stopped) before it did.
+ */
+export async function withRetries(call: () => Promise<unknown>, stopping: AbortSignal): Promise<boolean> {
+  for (const delayMs of [...TEMPORAL_RETRY_DELAYS_MS, undefined]) {
+    try {
+      await call();
+      return true;
+    } catch {
+      if (delayMs === undefined || stopping.aborted) return false;
+      const stopped = await sleep(delayMs, false, { signal: stopping }).catch(() => true);
+      if (stopped) return false;
+    }
+  }
+  return false;
 }

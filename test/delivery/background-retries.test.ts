@@ -1,5 +1,5 @@
 import { expect, it } from 'vitest';
-import { withRetries } from '../../activities/background-sends.ts';
+import { withRetries } from '../../src/temporal/activity-completion.ts';
 
 it('a call to Temporal being tried again gives up once the worker has stopped', async () => {
   const stopping = new AbortController();
