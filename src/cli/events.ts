@@ -131,7 +131,7 @@ async function publish(config: Config, rest: string[]): Promise<void> {
       const { deliveryIds } = error.event;
       throw new CliError(
         `the event of project ${values.project} with id ${id} is stored with ${deliveryIds.length} deliver${deliveryIds.length === 1 ? 'y' : 'ies'} (${deliveryIds.join(', ')}), ` +
-          `but publishing it did not finish: ${(error.cause as Error).message}. The service's repair check starts any of their workflows not started on one of its next runs ` +
+          `but publishing it did not finish: ${error.reason}. The service's repair check starts any of their workflows not started on one of its next runs ` +
           `(every REPAIR_INTERVAL) once its worker reaches Temporal; to do it now, fix the cause and run again with --id ${id} (the same id publishes nothing twice)`,
       );
     }

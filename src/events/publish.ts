@@ -32,11 +32,15 @@ export interface PublishedEvent {
 export class EventNotDispatchedError extends Error {
   /** The stored event and its deliveries. */
   readonly event: PublishedEvent;
+  /** Why publishing did not finish: the message of its cause, whatever was thrown. */
+  readonly reason: string;
 
   constructor(event: PublishedEvent, cause: unknown) {
-    super(`event ${event.eventId} is stored, but publishing it did not finish: ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
+    const reason = cause instanceof Error ? cause.message : String(cause);
+    super(`event ${event.eventId} is stored, but publishing it did not finish: ${reason}`, { cause });
     this.name = 'EventNotDispatchedError';
     this.event = event;
+    this.reason = reason;
   }
 }
 
