@@ -1,3 +1,8 @@
+/**
+ * What a worker's background work says to Temporal on its activities' behalf: the end of an
+ * activity that completed asynchronously, its heartbeats, and calls tried again while Temporal
+ * cannot be reached.
+ */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ActivityCancelledError, ActivityNotFoundError, type Client } from '@temporalio/client';
 
