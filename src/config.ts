@@ -218,9 +218,11 @@ const environmentVariables = z.object({
 });
 
 const environmentSchema = environmentVariables.transform((env, context) => {
-  // Read here too (the worker reads it again), so that a missing or wrong file stops every role's start naming its variable.
-  if (env.DELIVERY_CA_FILE) readCertificates('DELIVERY_CA_FILE', env.DELIVERY_CA_FILE, (variable, message) => context.addIssue({ code: 'custom', path: [variable], message }));
-  return { ...env, temporalTls: temporalTls(env, context) };
+  // Read once, here, so that a missing or wrong file stops every role's start naming its variable.
+  const deliveryCa = env.DELIVERY_CA_FILE
+    ? readCertificates('DELIVERY_CA_FILE', env.DELIVERY_CA_FILE, (variable, message) => context.addIssue({ code: 'custom', path: [variable], message }))?.pem
+    : undefined;
+  return { ...env, deliveryCa, temporalTls: temporalTls(env, context) };
 });
 
 /** How the service reaches TEMPORAL_ADDRESS over TLS: the files' contents, read and checked once at start. */
@@ -449,7 +451,8 @@ function toConfig(env: z.infer<typeof environmentSchema>) {
     delivery: {
       timeoutMs: env.DELIVERY_TIMEOUT_MS,
       allowPrivateTargets: env.DELIVERY_ALLOW_PRIVATE_TARGETS,
-      caFile: env.DELIVERY_CA_FILE,
+      /** PEM of the CAs trusted for customers' endpoints besides the system's (DELIVERY_CA_FILE, read at start). */
+      ca: env.deliveryCa,
       /** Send a W3C `traceparent` header to customer endpoints (DELIVERY_TRACEPARENT; needs tracing on). */
       traceparent: env.DELIVERY_TRACEPARENT,
     },

@@ -46,7 +46,7 @@ describe('parseConfig', () => {
     expect(config.logLevel).toBe('info');
     expect(config.secretEncryptionKey).toBeUndefined();
     expect(config.eventProducerToken).toBeUndefined();
-    expect(config.delivery).toEqual({ timeoutMs: 30_000, allowPrivateTargets: false, caFile: undefined, traceparent: false });
+    expect(config.delivery).toEqual({ timeoutMs: 30_000, allowPrivateTargets: false, ca: undefined, traceparent: false });
     expect(config.tracing).toBeUndefined();
     expect(config.retention).toEqual({ periodMs: 30 * 86_400_000, sweepIntervalMs: 3_600_000 });
     expect(config.bulkRetryRate).toBe(10);
@@ -299,7 +299,7 @@ describe('TLS to TEMPORAL_ADDRESS (TEMPORAL_TLS*, TEMPORAL_API_KEY)', () => {
   });
 
   it('reads DELIVERY_CA_FILE at start, and names it when its file is missing or holds no certificate', () => {
-    expect(parseConfig({ DELIVERY_CA_FILE: files('a', 'ca.pem') }).delivery.caFile).toBe(files('a', 'ca.pem'));
+    expect(parseConfig({ DELIVERY_CA_FILE: files('a', 'ca.pem') }).delivery.ca).toEqual(readFileSync(files('a', 'ca.pem')));
     expect(configError({ DELIVERY_CA_FILE: files('a', 'client.key') }).message).toMatch(/^  DELIVERY_CA_FILE: .*holds no PEM certificate/m);
     expect(configError({ DELIVERY_CA_FILE: path.join(dir, 'garbled.pem') }).message).toMatch(/^  DELIVERY_CA_FILE: .*does not parse/m);
   });

@@ -58,7 +58,7 @@ export interface DeliveryWorkerOptions {
   completion: ActivityCompletion;
   logger: Logger;
   metrics: Metrics;
-  delivery: { timeoutMs: number; allowPrivateTargets: boolean; caFile?: string | undefined };
+  delivery: { timeoutMs: number; allowPrivateTargets: boolean; ca?: Buffer | undefined };
   /** Workflows kept in memory between their tasks (the SDK's default grows with the heap limit). */
   maxCachedWorkflows: number;
   /** A bundle made by `npm run build:workflows`; used when the file exists. */
@@ -139,7 +139,7 @@ export async function startDeliveryWorker(options: DeliveryWorkerOptions): Promi
   const sender: Sender = createSender({
     timeoutMs: options.delivery.timeoutMs,
     allowPrivateTargets: options.delivery.allowPrivateTargets,
-    ca: options.delivery.caFile ? await readFile(options.delivery.caFile) : undefined,
+    ca: options.delivery.ca,
   });
   const tracing = options.tracing !== undefined;
   const bundlePath = options.workflowBundlePath && (tracing ? tracingBundlePath(options.workflowBundlePath) : options.workflowBundlePath);

@@ -1,6 +1,7 @@
 import { Client } from '@temporalio/client';
 import { NativeConnection } from '@temporalio/worker';
 import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, inject } from 'vitest';
 import { createApp } from '../../src/app.ts';
@@ -116,7 +117,7 @@ export async function startHarness(options: HarnessOptions = {}) {
       delivery: {
         timeoutMs: options.delivery?.timeoutMs ?? 30_000,
         allowPrivateTargets: options.delivery?.allowPrivateTargets ?? true,
-        caFile: options.delivery?.caFile,
+        ca: options.delivery?.caFile ? readFileSync(options.delivery.caFile) : undefined,
       },
       workflowBundlePath: inject('workflowBundlePath'),
       maxCachedWorkflows: parseConfig({}).temporal.maxCachedWorkflows,
