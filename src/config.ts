@@ -189,7 +189,7 @@ const environmentVariables = z.object({
     .regex(/^\d+(\.\d+)?$/, 'must be a number of deliveries per second, such as 10')
     .transform(Number)
     .pipe(z.number().min(0.1, 'must be at least 0.1 deliveries per second').max(1000, 'must be at most 1000 deliveries per second'))
-    .prefault('10'),
+    .prefault('5'),
   RETENTION_SWEEP_INTERVAL: duration(60_000).prefault('1h'),
   REPAIR_INTERVAL: duration(5_000).prefault('30s'),
   REPAIR_AFTER: duration(10_000).prefault('2m'),

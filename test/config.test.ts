@@ -49,7 +49,7 @@ describe('parseConfig', () => {
     expect(config.delivery).toEqual({ timeoutMs: 30_000, allowPrivateTargets: false, ca: undefined, traceparent: false });
     expect(config.tracing).toBeUndefined();
     expect(config.retention).toEqual({ periodMs: 30 * 86_400_000, sweepIntervalMs: 3_600_000 });
-    expect(config.bulkRetryRate).toBe(10);
+    expect(config.bulkRetryRate).toBe(5);
     expect(config.autoDisable).toEqual({ afterMs: 5 * 86_400_000, minDeadLetters: 10 });
     expect(config.flow).toEqual({
       webhookMaxInFlight: 10,

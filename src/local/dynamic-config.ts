@@ -17,10 +17,16 @@
  * the matching service hands out the tasks of a backlog round-robin across keys instead of in
  * arrival order, so one project's burst does not queue another project's deliveries behind it
  * (docs/architecture.md, "Isolation").
+ *
+ * Timer horizon: the history service fires no timer before its timer queue's read horizon, which
+ * it keeps this far ahead of now (1 s by default), so any timer under a second lasted about a
+ * second. A bulk retry's wait for the rest of its step and a delivery's wait for its webhook's
+ * rate limit are such timers (docs/performance.md, "The timer horizon").
  */
 export const SERVICE_DYNAMIC_CONFIG: Readonly<Record<string, unknown>> = {
   'system.enableActivityEagerExecution': true,
   'system.forceSearchAttributesCacheRefreshOnRead': false,
   'matching.useNewMatcher': true,
   'matching.enableFairness': true,
+  'history.timerProcessorMaxTimeShift': '100ms',
 };

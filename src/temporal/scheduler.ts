@@ -29,7 +29,7 @@ export interface DeliveryStart {
 const START_CONCURRENCY = 200;
 
 /** Deliveries per second of a bulk retry operation when BULK_RETRY_RATE is unset. */
-export const DEFAULT_BULK_RETRY_RATE = 10;
+export const DEFAULT_BULK_RETRY_RATE = 5;
 
 /** How a {@link DeliveryScheduler} starts workflows. */
 export interface SchedulerOptions {

@@ -16,7 +16,7 @@ import { account, createWebhook, Publisher, report, statusCounts, waitUntilSettl
 /** Webhooks (each with its own customer endpoint) and events per webhook: 4 x 500 = 2,000 dead letters. */
 const WEBHOOKS = 4;
 const EVENTS_PER_WEBHOOK = Number(process.env.FAULTS_OUTAGE_EVENTS ?? 500);
-/** BULK_RETRY_RATE of the service: deliveries per second per operation at most; 4 x 8 = 32/s stays under what this machine delivers (about 40/s), and each step's own time, with a Temporal timer under a second lasting about a second, keeps an operation to about two thirds of it (docs/performance.md). */
+/** BULK_RETRY_RATE of the service: deliveries per second per operation at most; 4 x 8 = 32/s stays under what this machine delivers (about 40/s), and each step's own time keeps an operation under it (docs/performance.md, "The timer horizon"). */
 export const OUTAGE_RETRY_RATE = 8;
 const RATE = OUTAGE_RETRY_RATE;
 
