@@ -24,6 +24,9 @@ const LONGEST_DATABASE_TIMEOUT_MS = 24 * 86_400_000;
 /** The shortest retention period, RETENTION_PERIOD's or `retention run --older-than`'s: no delivery is deleted while its producer may still repeat its event. */
 export const SHORTEST_RETENTION_PERIOD_MS = 3_600_000;
 
+/** BULK_RETRY_RATE when unset: half the default publish quota, so a recovery yields to live traffic. */
+export const DEFAULT_BULK_RETRY_RATE = 5;
+
 /** A duration such as `30d`, `12h`, `15m` or `90s`, from `min` to `max`. */
 const duration = (min: number, max = LONGEST_DURATION_MS) =>
   z
@@ -189,7 +192,7 @@ const environmentVariables = z.object({
     .regex(/^\d+(\.\d+)?$/, 'must be a number of deliveries per second, such as 10')
     .transform(Number)
     .pipe(z.number().min(0.1, 'must be at least 0.1 deliveries per second').max(1000, 'must be at most 1000 deliveries per second'))
-    .prefault('5'),
+    .prefault(String(DEFAULT_BULK_RETRY_RATE)),
   RETENTION_SWEEP_INTERVAL: duration(60_000).prefault('1h'),
   REPAIR_INTERVAL: duration(5_000).prefault('30s'),
   REPAIR_AFTER: duration(10_000).prefault('2m'),

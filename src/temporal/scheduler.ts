@@ -14,6 +14,7 @@ import {
   ProjectIdAttribute,
   WebhookIdAttribute,
 } from '../../workflows/search-attributes.ts';
+import { DEFAULT_BULK_RETRY_RATE } from '../config.ts';
 
 /** What a delivery workflow is started with; all of it is safe to show in the Web UI. */
 export interface DeliveryStart {
@@ -27,9 +28,6 @@ export interface DeliveryStart {
 
 /** Workflow starts in flight at once for one event. */
 const START_CONCURRENCY = 200;
-
-/** Deliveries per second of a bulk retry operation when BULK_RETRY_RATE is unset. */
-export const DEFAULT_BULK_RETRY_RATE = 5;
 
 /** How a {@link DeliveryScheduler} starts workflows. */
 export interface SchedulerOptions {
