@@ -6,8 +6,9 @@
  * destination by the operator. The webhook's `rate_limit` spaces the starts. A delivery that must
  * wait does so in its workflow (a durable wait that holds no worker slot and uses up no attempt);
  * giving places back wakes the next in line. The rules live in the database functions of
- * migrations 0011 and 0015, so that every replica obeys one count; taking and giving back a place
- * costs the same however long the lines are, and no call waits for another that could wait for it.
+ * migrations 0011 and 0015 (as later ones redefine them), so that every replica obeys one count;
+ * taking and giving back a place costs the same however long the lines are, and no call waits for
+ * another that could wait for it.
  */
 import { sql } from 'drizzle-orm';
 import { queryRows, type Database } from '../db/client.ts';

@@ -444,6 +444,50 @@ describe('the circuit breaker', () => {
   });
 });
 
+describe('a give-back that meets a lock on its place', () => {
+  /**
+   * Runs `giveBack` while another transaction holds a row lock on slot 1 of the webhook's places
+   * for 200 ms, as a waiter's locking read does on PostgreSQL: it waited for a free place, found
+   * it just taken, passed it over and keeps the lock until its own call ends.
+   */
+  async function whileLocked<T>(webhookId: string, giveBack: () => Promise<T>): Promise<T> {
+    let isLocked!: () => void;
+    const locked = new Promise<void>((resolve) => (isLocked = resolve));
+    const lockEnds = new Promise<void>((resolve) => setTimeout(resolve, 200));
+    const locker = handle.db.transaction(async (tx) => {
+      await queryRows(tx, sql`select slot from send_places where scope = ${`w:${webhookId}`} and slot = 1 for update`);
+      isLocked();
+      await lockEnds;
+    });
+    await locked;
+    const [answer] = await Promise.all([giveBack(), locker]);
+    return answer;
+  }
+
+  it('waits for that lock and frees the place, so the next in line behind an open breaker is served now, not when the hold lapses', async () => {
+    const { webhookId, ids } = await webhookWithDeliveries(2);
+    const [holder, waiter] = ids as [string, string];
+    await handle.db.update(webhooks).set({ circuitOpenedAt: new Date() }).where(eq(webhooks.id, webhookId));
+    expect(await decisionOf(acquire(holder))).toBe('granted');
+    expect(await decisionOf(acquire(waiter))).toBe('wait_turn');
+    expect(await whileLocked(webhookId, () => release(holder))).toEqual([waiter]);
+    expect(await decisionOf(acquire(waiter))).toBe('granted');
+  });
+
+  it("waits for that lock to keep a timed-out attempt's places for the delivery's next attempt", async () => {
+    const { webhookId, ids } = await webhookWithDeliveries(1);
+    const id = ids[0]!;
+    expect(await decisionOf(acquire(id))).toBe('granted');
+    expect(await whileLocked(webhookId, () => releaseSendPlaces(handle.db, id, attemptOf(id, 1), limits, 60_000))).toEqual([]);
+    const kept = await handle.db.select().from(sendPlaces).where(eq(sendPlaces.deliveryId, id));
+    expect(kept.map((place) => [place.attempt, place.notBefore === null])).toEqual([
+      [null, false],
+      [null, false],
+      [null, false],
+    ]);
+  });
+});
+
 describe('the destination of a URL', () => {
   it('is the host in lower case and the port, 443 when none is written', async () => {
     const cases: [string, string][] = [
