@@ -9,7 +9,8 @@
 -- Now a give-back locks its attempt's places and waits for a call that holds one. A place a
 -- request took meanwhile (a lapsed hold) is no longer the delivery's once that lock is had, and
 -- is left alone. The places are locked in the order a request takes them (webhook, project,
--- destination), so a give-back and a request never wait for each other.
+-- destination; send_place_order), as a new rate limit's move of the waiting sends' starts now
+-- locks them too, so none of these calls waits for another that waits for it.
 
 CREATE FUNCTION send_place_order(p_scope text) RETURNS integer
 LANGUAGE sql IMMUTABLE AS $$

@@ -205,9 +205,17 @@ async function respaceRateStarts(tx: Database, webhookId: string, rateLimit: num
           from send_places
           where scope = ${`w:${webhookId}`} and attempt is null and not_before > now()
           group by delivery_id
+        ), locked as (
+          -- In the order every call takes places (send_place_order, migration 0024), so that a
+          -- give-back of one of these deliveries and this move never wait for each other.
+          select p.scope, p.slot from send_places p
+          where p.delivery_id in (select delivery_id from waiting) and p.not_before is not null
+          order by send_place_order(p.scope), p.scope, p.slot
+          for update
         ), moved as (
           update send_places p set not_before = w.new_start, expires_at = w.new_start + (p.expires_at - p.not_before)
-          from waiting w where p.delivery_id = w.delivery_id and p.not_before is not null
+          from locked l, waiting w
+          where (p.scope, p.slot) = (l.scope, l.slot) and p.delivery_id = w.delivery_id
           returning p.delivery_id
         ), schedule as (
           update webhooks set rate_next_at = (select max(new_start) from waiting) + make_interval(secs => ${spacingSeconds}::float8)
