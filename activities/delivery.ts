@@ -3,7 +3,7 @@ import { databaseUnavailableReason, retryWhileUnavailable, type UnavailableTries
 import { markDeadLetter } from '../src/db/queries/deliveries.ts';
 import type { Admission, SendsInFlight } from '../src/delivery/sends-in-flight.ts';
 import { disableIfFailing, type AutoDisableRule } from '../src/endpoint-health/auto-disable.ts';
-import { acquireSendPlaces, releaseSendPlaces, turnRecheckMs, type FlowLimits } from '../src/flow-control/places.ts';
+import { acquireSendPlaces, releaseSendPlaces, turnRecheckMs, type FlowLimits, type TimedWaitReason } from '../src/flow-control/places.ts';
 import type { ActivityCompletion } from '../src/temporal/activity-completion.ts';
 import { SpanAttributes } from '../src/tracing/attributes.ts';
 import { activeTraceContext, annotateActiveSpan } from '../src/tracing/spans.ts';
@@ -45,13 +45,26 @@ export interface RoundPosition {
 
 /**
  * How a send activity ended without an attempt: a scope of its places was full (`turn`: wait in
- * line until woken), or it must wait for a time (`rate`: its webhook's rate limit gave it a later
- * start; `attempt`: an earlier attempt of the delivery may still be sending; `database`: its
- * database could not be reached before its request went out; `worker`: its worker began to stop
- * while it waited for room there). `attempt` is the round's attempt that did not happen, which the
- * next activity starts with.
+ * line until woken), or it must wait for a time (`rate`: its webhook's rate limit, its project's
+ * recovery schedule or its open breaker's next probe gave it a later start; `attempt`: an
+ * earlier attempt of the delivery may still be sending; `database`: its database could not be
+ * reached before its request went out; `worker`: its worker began to stop while it waited for
+ * room there). `attempt` is the round's attempt that did not happen, which the next activity
+ * starts with.
  */
 export type SendWait = { attempt: number } & ({ wait: 'turn'; recheckMs: number } | { wait: 'rate' | 'attempt' | 'database' | 'worker'; waitMs: number });
+
+/**
+ * What each timed wait of a send's places is called in its span and its metric, and how its
+ * workflow waits: a wait for a start on the project's recovery schedule or for an open breaker's
+ * next probe is a rate wait to the workflow (a new start given earlier wakes it).
+ */
+const TIMED_WAITS: Record<TimedWaitReason, { outcome: string; metric: string; wait: 'rate' | 'attempt' }> = {
+  rate: { outcome: 'waiting_for_rate_limit', metric: 'rate_limit', wait: 'rate' },
+  recovery: { outcome: 'waiting_for_recovery_pace', metric: 'recovery_pace', wait: 'rate' },
+  probe: { outcome: 'waiting_for_breaker_probe', metric: 'breaker_probe', wait: 'rate' },
+  attempt: { outcome: 'waiting_for_previous_attempt', metric: 'previous_attempt', wait: 'attempt' },
+};
 
 /** How long a round whose send was waiting for room in a stopping worker waits before its next activity, which another worker takes. */
 const WORKER_STOPPING_WAIT_MS = 1_000;
@@ -122,10 +135,11 @@ export function createDeliveryActivities({ db, secretBox, sender, logger, metric
           return { attempt: roundAttempt, wait: 'turn', recheckMs: turnRecheckMs(places, flow.limits) };
         }
         if (places.decision === 'wait_until') {
-          annotateActiveSpan({ [SpanAttributes.outcome]: places.reason === 'rate' ? 'waiting_for_rate_limit' : 'waiting_for_previous_attempt' });
-          metrics.sendWaits.inc({ reason: places.reason === 'rate' ? 'rate_limit' : 'previous_attempt' });
+          const why = TIMED_WAITS[places.reason];
+          annotateActiveSpan({ [SpanAttributes.outcome]: why.outcome });
+          metrics.sendWaits.inc({ reason: why.metric });
           logger.debug({ deliveryId, waitMs: places.waitMs, reason: places.reason }, 'send waits for a time');
-          return { attempt: roundAttempt, wait: places.reason, waitMs: places.waitMs };
+          return { attempt: roundAttempt, wait: why.wait, waitMs: places.waitMs };
         }
         let prepared: Awaited<ReturnType<typeof prepareAttempt>>;
         try {

@@ -227,7 +227,7 @@ async function setUp(runId: string, ledger: DeliveryLedger<Phase>, neighbourLedg
   const healthy = await startWatchedEndpoint(HEALTHY_HOST, { failRatio: 0, failCap: 0 }, (id, t) => ledger.landed(id, t));
   // Both endpoints serve the run's one certificate, so the service trusts them through this file.
   // The publish flood is about each project's publish quota: the service keeps its own then.
-  const planInputs = { caFile: healthy.certFile, nodeArgs: [], keepPublishQuota: settings.scenario === 'publish-flood' };
+  const planInputs = { caFile: healthy.certFile, nodeArgs: [], keepPublishQuota: settings.scenario === 'publish-flood' || settings.scenario === 'endpoint-recovery' };
   const target = await (options.cluster ? clusterTarget(planInputs, options.cluster) : serviceTarget(planInputs)).start();
   const database = await openDatabase({ kind: 'postgres', url: target.databaseUrl, poolMax: 1 });
   onCleanup(() => database.close());

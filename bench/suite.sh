@@ -117,7 +117,7 @@ tracing)
   done
   ;;
 neighbours)
-  for scenario in hanging-webhook many-webhooks many-projects publish-flood bulk-retry; do
+  for scenario in hanging-webhook many-webhooks many-projects publish-flood bulk-retry endpoint-recovery; do
     run "neighbour-$scenario-embedded" --noisy-neighbour --neighbour-scenario "$scenario"
     run "neighbour-$scenario-cluster" --noisy-neighbour --neighbour-scenario "$scenario" --cluster
   done

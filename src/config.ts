@@ -27,6 +27,9 @@ export const SHORTEST_RETENTION_PERIOD_MS = 3_600_000;
 /** BULK_RETRY_RATE when unset: half the default publish quota, so a recovery yields to live traffic. */
 export const DEFAULT_BULK_RETRY_RATE = 5;
 
+/** PROJECT_RECOVERY_RATE when unset: a recovering endpoint's backlog goes out at a bulk retry's pace. */
+const DEFAULT_PROJECT_RECOVERY_RATE = DEFAULT_BULK_RETRY_RATE;
+
 /** A duration such as `30d`, `12h`, `15m` or `90s`, from `min` to `max`. */
 const duration = (min: number, max = LONGEST_DURATION_MS) =>
   z
@@ -174,6 +177,7 @@ const environmentVariables = z.object({
   PROJECT_MAX_WEBHOOKS: wholeNumber(1, 1_000_000).prefault('1000'),
   BULK_RETRY_MAX_PER_PROJECT: wholeNumber(1, 1000).prefault('3'),
   CIRCUIT_BREAKER_THRESHOLD: wholeNumber(1, 1000).prefault('5'),
+  CIRCUIT_BREAKER_PROBE_INTERVAL: duration(0, 60_000).prefault('1s'),
   DELIVERY_ALLOW_PRIVATE_TARGETS: booleanFromString.default(false),
   DELIVERY_CA_FILE: optionalString,
   WEBHOOKS_API_URL: optionalString.pipe(z.url({ message: 'must be an http(s) URL' }).optional()),
@@ -193,6 +197,12 @@ const environmentVariables = z.object({
     .transform(Number)
     .pipe(z.number().min(0.1, 'must be at least 0.1 deliveries per second').max(1000, 'must be at most 1000 deliveries per second'))
     .prefault(String(DEFAULT_BULK_RETRY_RATE)),
+  PROJECT_RECOVERY_RATE: z
+    .string()
+    .regex(/^\d+(\.\d+)?$/, 'must be a number of deliveries per second, such as 5, or 0 for no pace')
+    .transform(Number)
+    .pipe(z.number().refine((rate) => rate === 0 || (rate >= 0.1 && rate <= 1000), 'must be 0 (no pace) or from 0.1 to 1000 deliveries per second'))
+    .prefault(String(DEFAULT_PROJECT_RECOVERY_RATE)),
   RETENTION_SWEEP_INTERVAL: duration(60_000).prefault('1h'),
   REPAIR_INTERVAL: duration(5_000).prefault('30s'),
   REPAIR_AFTER: duration(10_000).prefault('2m'),
@@ -469,8 +479,12 @@ function toConfig(env: z.infer<typeof environmentSchema>) {
       destinationMaxInFlight: env.DESTINATION_MAX_IN_FLIGHT,
       /** Failed attempts in a row that open a webhook's circuit breaker. */
       breakerThreshold: env.CIRCUIT_BREAKER_THRESHOLD,
+      /** Time between the starts of an open breaker's probes, at least (0: one after another). */
+      probeIntervalMs: env.CIRCUIT_BREAKER_PROBE_INTERVAL,
       /** Sends one worker process has in flight at most (their HTTP exchanges hold no worker slot). */
       workerMaxInFlight: env.WORKER_MAX_SENDS_IN_FLIGHT,
+      /** Sends per second of a project's endpoints' backlogs after their circuit breakers close, together; null: not paced. */
+      recoveryRate: env.PROJECT_RECOVERY_RATE === 0 ? null : env.PROJECT_RECOVERY_RATE,
     },
     /** OpenTelemetry tracing; undefined when off (no OTLP endpoint, or OTEL_SDK_DISABLED=true). */
     tracing: tracingConfig(env),

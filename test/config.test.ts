@@ -57,6 +57,8 @@ describe('parseConfig', () => {
       destinationMaxInFlight: 200,
       workerMaxInFlight: 1000,
       breakerThreshold: 5,
+      probeIntervalMs: 1000,
+      recoveryRate: 5,
     });
   });
 
@@ -68,8 +70,15 @@ describe('parseConfig', () => {
         DESTINATION_MAX_IN_FLIGHT: '60',
         WORKER_MAX_SENDS_IN_FLIGHT: '500',
         CIRCUIT_BREAKER_THRESHOLD: '8',
+        CIRCUIT_BREAKER_PROBE_INTERVAL: '250ms',
+        PROJECT_RECOVERY_RATE: '2.5',
       }).flow,
-    ).toEqual({ webhookMaxInFlight: 3, projectMaxInFlight: 40, destinationMaxInFlight: 60, workerMaxInFlight: 500, breakerThreshold: 8 });
+    ).toEqual({ webhookMaxInFlight: 3, projectMaxInFlight: 40, destinationMaxInFlight: 60, workerMaxInFlight: 500, breakerThreshold: 8, probeIntervalMs: 250, recoveryRate: 2.5 });
+    expect(parseConfig({ CIRCUIT_BREAKER_PROBE_INTERVAL: '0s' }).flow.probeIntervalMs).toBe(0);
+    expect(configError({ CIRCUIT_BREAKER_PROBE_INTERVAL: '2m' }).message).toContain('CIRCUIT_BREAKER_PROBE_INTERVAL: must be a duration of at most 1m');
+    expect(parseConfig({ PROJECT_RECOVERY_RATE: '0' }).flow.recoveryRate).toBeNull();
+    expect(configError({ PROJECT_RECOVERY_RATE: '0.05' }).message).toContain('PROJECT_RECOVERY_RATE: must be 0 (no pace) or from 0.1 to 1000 deliveries per second');
+    expect(configError({ PROJECT_RECOVERY_RATE: 'fast' }).message).toContain('PROJECT_RECOVERY_RATE: must be a number of deliveries per second, such as 5, or 0 for no pace');
     expect(configError({ ENDPOINT_MAX_IN_FLIGHT: '0' }).message).toContain('ENDPOINT_MAX_IN_FLIGHT: must be a whole number from 1 to 1000');
     expect(configError({ PROJECT_MAX_IN_FLIGHT: 'many' }).message).toContain('PROJECT_MAX_IN_FLIGHT: must be a whole number from 1 to 100000');
     expect(configError({ DESTINATION_MAX_IN_FLIGHT: '0' }).message).toContain('DESTINATION_MAX_IN_FLIGHT: must be a whole number from 1 to 100000');

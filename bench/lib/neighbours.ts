@@ -296,6 +296,46 @@ async function bulkRetry(context: NeighbourContext): Promise<Neighbour> {
   };
 }
 
+/**
+ * 6. B publishes its --neighbour-events events at --neighbour-rate (its publish quota) to an
+ * endpoint that answers 500: its breaker opens, and its deliveries wait in its line and in their
+ * retry backoff, or reach dead_letter. As A's second phase starts the endpoint answers 200 again,
+ * and what B has left goes out beside A: what one customer's outage ending costs the others.
+ */
+async function endpointRecovery(context: NeighbourContext): Promise<Neighbour> {
+  const { events, rate } = context.settings;
+  const endpoint = await context.startEndpoint({ failRatio: 1, failCap: 0 });
+  const [project] = await createNeighbourProjects(context, endpoint, 1, 1);
+  const webhookId = project!.webhooks[0]!.id;
+  const publisher = openPublisher(context, project!, 64);
+  let burst: Awaited<ReturnType<typeof publishBurst>> | undefined;
+  let atRecovery: Record<string, number> = {};
+  return {
+    description: `B's ${events} events at ${rate}/s to an endpoint that answers 500, which recovers as A's second phase starts`,
+    loadLabel: "B's endpoint recovers",
+    webhookIds: [webhookId],
+    async before() {
+      context.setStage('outage');
+      process.stderr.write(`
+B's outage: ${events} events at ${rate}/s to an endpoint that answers 500
+`);
+      burst = await publishBurst(context, [publisher], events);
+      atRecovery = await statusCounts({ db: context.db }, webhookId);
+      endpoint.setBehaviour({ failRatio: 0 });
+    },
+    async summary() {
+      const left = Object.entries(atRecovery).map(([status, count]) => `${status} ${count}`).join(', ');
+      return {
+        figures: { ...burst, at_recovery: atRecovery },
+        report: {
+          'B: events accepted during the outage': `${burst?.accepted ?? 0} of ${events} in ${burst?.publish_s ?? 0} s`,
+          "B's deliveries when its endpoint recovered": left || 'none',
+        },
+      };
+    },
+  };
+}
+
 /** Every scenario of `--neighbour-scenario`, by name. */
 export const NEIGHBOURS: Record<NeighbourScenario, NeighbourSetUp> = {
   'hanging-webhook': hangingWebhook,
@@ -303,4 +343,5 @@ export const NEIGHBOURS: Record<NeighbourScenario, NeighbourSetUp> = {
   'many-projects': manyProjects,
   'publish-flood': publishFlood,
   'bulk-retry': bulkRetry,
+  'endpoint-recovery': endpointRecovery,
 };

@@ -80,10 +80,16 @@ Noisy neighbour:
                         --neighbour-operations bulk retries of B's dead letters start one after another
                         as A's second phase starts; reports their progress (a refused start, e.g. 409,
                         is recorded and the others go on)
+      endpoint-recovery B publishes --neighbour-events events at --neighbour-rate to an endpoint that
+                        answers 500 (its circuit breaker opens, its deliveries wait in line and in
+                        their retry backoff); as A's second phase starts the endpoint answers 200
+                        again, and B's backlog goes out beside A; the publish quota is kept
   --neighbour-events <n>  B's events: hanging-webhook [1000; --quick 200]; many-webhooks, each delivered to
                         every webhook [100; --quick 10: 3,000 / 300 deliveries]; many-projects, in all [3000,
-                        i.e. 100 per project; --quick 300]; bulk-retry, dead-lettered first [300; --quick 40]
-  --neighbour-rate <n>  B's events per second before A's second phase (not publish-flood) [200]
+                        i.e. 100 per project; --quick 300]; bulk-retry, dead-lettered first [300; --quick 40];
+                        endpoint-recovery, published during the outage [600; --quick 60]
+  --neighbour-rate <n>  B's events per second before A's second phase (not publish-flood) [200;
+                        endpoint-recovery 10, the default publish quota]
   --neighbour-hold <s>  how long B's hanging endpoint holds each request before answering 200 [45]; 0
                         answers at once (a healthy neighbour, the control run)
   --neighbour-settle <s>  the hanging scenarios: after B's burst is accepted, wait this long, then until
@@ -183,16 +189,17 @@ if (args.tracing && (args.ceiling || noisy)) usageError('--tracing measures a sy
 if (!args.cluster && (args.workers !== undefined || args['history-shards'] !== undefined)) usageError('--workers and --history-shards go with --cluster');
 
 /** The neighbours of `--noisy-neighbour` (bench/lib/neighbours.ts). */
-export const NEIGHBOUR_SCENARIOS = ['hanging-webhook', 'many-webhooks', 'many-projects', 'publish-flood', 'bulk-retry'] as const;
+export const NEIGHBOUR_SCENARIOS = ['hanging-webhook', 'many-webhooks', 'many-projects', 'publish-flood', 'bulk-retry', 'endpoint-recovery'] as const;
 export type NeighbourScenario = (typeof NEIGHBOUR_SCENARIOS)[number];
 
-/** The --neighbour-* options each scenario takes (the others are refused), and its --neighbour-events [full, --quick]. */
-const NEIGHBOUR_SHAPES: Record<NeighbourScenario, { takes: readonly string[]; events: readonly [number, number] }> = {
+/** The --neighbour-* options each scenario takes (the others are refused), its --neighbour-events [full, --quick] and --neighbour-rate (200 unless given). */
+const NEIGHBOUR_SHAPES: Record<NeighbourScenario, { takes: readonly string[]; events: readonly [number, number]; rate?: number }> = {
   'hanging-webhook': { takes: ['events', 'rate', 'hold', 'settle'], events: [1000, 200] },
   'many-webhooks': { takes: ['events', 'rate', 'hold', 'settle', 'webhooks'], events: [100, 10] },
   'many-projects': { takes: ['events', 'rate', 'hold', 'settle', 'projects'], events: [3000, 300] },
   'publish-flood': { takes: ['connections'], events: [0, 0] },
   'bulk-retry': { takes: ['events', 'rate', 'operations'], events: [300, 40] },
+  'endpoint-recovery': { takes: ['events', 'rate'], events: [600, 60], rate: 10 },
 };
 
 /** The validated settings of `--noisy-neighbour`'s scenario. */
@@ -205,7 +212,7 @@ function neighbourSettings() {
   return {
     scenario,
     events: numberArg('neighbour-events', args['neighbour-events'], shape.events[quick ? 1 : 0], shape.events[0] > 0 ? 1 : 0),
-    rate: numberArg('neighbour-rate', args['neighbour-rate'], 200, 0.1),
+    rate: numberArg('neighbour-rate', args['neighbour-rate'], shape.rate ?? 200, 0.1),
     holdS: numberArg('neighbour-hold', args['neighbour-hold'], 45, 0),
     settleS: numberArg('neighbour-settle', args['neighbour-settle'], quick ? 5 : 20, 0),
     /** Settle until the machine is quiet too: the default of a full run. */

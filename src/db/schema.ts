@@ -80,6 +80,12 @@ export const webhooks = pgTable(
     /** When the circuit breaker opened (null: closed): while open, one attempt at a time probes the endpoint. */
     circuitOpenedAt: timestamp('circuit_opened_at', { withTimezone: true, mode: 'date' }),
     /**
+     * When the circuit breaker last closed (null: never opened). The sends of deliveries made
+     * before it are the endpoint's backlog, paced at the project's recovery rate
+     * (`recovery_schedules`, PROJECT_RECOVERY_RATE).
+     */
+    circuitClosedAt: timestamp('circuit_closed_at', { withTimezone: true, mode: 'date' }),
+    /**
      * The destination the sends go to: the URL's host and port as the customer wrote them
      * (`host:port`, the host in lower case, 443 when no port is written), computed by the
      * database from `url` (`url_destination()`, migration 0009). Sends to one destination share
@@ -373,6 +379,18 @@ export const projectLimits = pgTable(
  * by 1 / rate. One row a project: only that project's requests ever wait on it.
  */
 export const publishQuotas = pgTable('publish_quotas', {
+  projectId: text('project_id').primaryKey(),
+  nextAt: timestamp('next_at', { withTimezone: true, mode: 'date' }).notNull(),
+});
+
+/**
+ * The recovery schedule of each project whose endpoint recovered (`acquire_send_places`,
+ * migration 0025): the earliest time its next backlog send may start. A send of a delivery made
+ * before its webhook's circuit breaker last closed takes the next start, 1 / PROJECT_RECOVERY_RATE
+ * after the previous one, so an outage's backlog goes out at that pace across the project's
+ * webhooks.
+ */
+export const recoverySchedules = pgTable('recovery_schedules', {
   projectId: text('project_id').primaryKey(),
   nextAt: timestamp('next_at', { withTimezone: true, mode: 'date' }).notNull(),
 });

@@ -3,12 +3,13 @@
  * scopes, counted across every worker replica: its webhook (ENDPOINT_MAX_IN_FLIGHT; one while the
  * circuit breaker is open), its project (PROJECT_MAX_IN_FLIGHT) and its destination, the URL's
  * host and port (DESTINATION_MAX_IN_FLIGHT), the latter two overridable per project and per
- * destination by the operator. The webhook's `rate_limit` spaces the starts. A delivery that must
- * wait does so in its workflow (a durable wait that holds no worker slot and uses up no attempt);
- * giving places back wakes the next in line. The rules live in the database functions of
- * migrations 0011 and 0015 (as later ones redefine them), so that every replica obeys one count;
- * taking and giving back a place costs the same however long the lines are, and no call waits for
- * another that could wait for it.
+ * destination by the operator. The webhook's `rate_limit` spaces the starts, as do an open
+ * breaker's probe interval (CIRCUIT_BREAKER_PROBE_INTERVAL) and, for an endpoint's backlog once
+ * its breaker closes, its project's recovery schedule (PROJECT_RECOVERY_RATE). A delivery that must wait does so in its workflow (a durable wait
+ * that holds no worker slot and uses up no attempt); giving places back wakes the next in line.
+ * The rules live in the database functions of migrations 0011 and 0015 (as later ones redefine
+ * them), so that every replica obeys one count; taking and giving back a place costs the same
+ * however long the lines are, and no call waits for another that could wait for it.
  */
 import { sql } from 'drizzle-orm';
 import { queryRows, type Database } from '../db/client.ts';
@@ -26,12 +27,24 @@ export interface FlowLimits {
   holdMs: number;
   /** How long a delivery woken for its turn is expected back, and a start time under a rate limit is kept for it. */
   reserveMs: number;
+  /** Time between the starts of an open breaker's probes at least (CIRCUIT_BREAKER_PROBE_INTERVAL); absent or 0: one after another. */
+  probeIntervalMs?: number;
+  /**
+   * Sends per second of a project's endpoints' backlogs once their circuit breakers close
+   * (PROJECT_RECOVERY_RATE), together: a send of a delivery made before its webhook's breaker
+   * last closed waits for its start on the project's recovery schedule. Absent or null: not paced.
+   */
+  recoveryRate?: number | null;
 }
 
 /** Why a send waits for a time rather than for its turn. */
 export type TimedWaitReason =
   /** The webhook's rate limit gave it a later start. */
   | 'rate'
+  /** It is of its endpoint's backlog, and its project's recovery schedule gave it a later start. */
+  | 'recovery'
+  /** The webhook's circuit breaker is open, and its next probe is due later. */
+  | 'probe'
   /** An earlier attempt of the delivery holds its places and may still be sending (its worker stopped answering). */
   | 'attempt';
 
@@ -61,7 +74,8 @@ export async function acquireSendPlaces(db: Database, deliveryId: string, attemp
   const [row] = await queryRows<DecisionRow>(
     db,
     sql`select decision, wait_ms, wait_reason, ahead, wake from acquire_send_places(${deliveryId}, ${attempt},
-      ${limits.webhookMaxInFlight}, ${limits.projectMaxInFlight}, ${limits.destinationMaxInFlight}, ${limits.holdMs}, ${limits.reserveMs}, ${newRound})`,
+      ${limits.webhookMaxInFlight}, ${limits.projectMaxInFlight}, ${limits.destinationMaxInFlight}, ${limits.holdMs}, ${limits.reserveMs}, ${newRound},
+      ${limits.recoveryRate ?? null}::float8, ${limits.probeIntervalMs ?? 0}::integer)`,
   );
   const { decision, wait_ms: waitMs, wait_reason: reason, ahead, wake } = row!;
   if (decision === 'wait_until') return { decision, reason: reason as TimedWaitReason, waitMs, wake };

@@ -67,13 +67,15 @@ export interface DeliveryWorkerOptions {
   autoDisable: AutoDisableRule;
   /** RETENTION_PERIOD: the scheduled sweep never deletes what this keeps. */
   retentionMs: number;
-  /** Send capacity: the *_MAX_IN_FLIGHT settings, WORKER_MAX_SENDS_IN_FLIGHT and CIRCUIT_BREAKER_THRESHOLD. */
+  /** Send capacity: the *_MAX_IN_FLIGHT settings, WORKER_MAX_SENDS_IN_FLIGHT, the CIRCUIT_BREAKER_* settings and PROJECT_RECOVERY_RATE. */
   flow: {
     webhookMaxInFlight: number;
     projectMaxInFlight: number;
     destinationMaxInFlight: number;
     workerMaxInFlight: number;
     breakerThreshold: number;
+    probeIntervalMs: number;
+    recoveryRate: number | null;
   };
   /** Activity slots (the SDK's maxConcurrentActivityTaskExecutions, 100 by default): the sends hold one only while they prepare. */
   activitySlots?: number;
@@ -153,6 +155,8 @@ export async function startDeliveryWorker(options: DeliveryWorkerOptions): Promi
     destinationMaxInFlight: options.flow.destinationMaxInFlight,
     holdMs: options.delivery.timeoutMs + HOLD_MARGIN_MS,
     reserveMs: TURN_RESERVATION_MS,
+    probeIntervalMs: options.flow.probeIntervalMs,
+    recoveryRate: options.flow.recoveryRate,
   };
   const stopping = new AbortController();
   const shutdownStarted = new AbortController();

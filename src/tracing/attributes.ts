@@ -17,8 +17,9 @@ export const SpanAttributes = {
   /**
    * How the send ended: an attempt's outcome (`succeeded`, `http_error`, `timeout`,
    * `network_error`, `refused`), or why no attempt was made (`waiting_for_turn`,
-   * `waiting_for_rate_limit`, `waiting_for_previous_attempt`, `waiting_for_database`,
-   * `waiting_for_another_worker`, `already_delivered`, `gone`, `webhook_disabled`, `event_erased`, `sealed_data_unopenable`).
+   * `waiting_for_rate_limit`, `waiting_for_recovery_pace`, `waiting_for_breaker_probe`,
+   * `waiting_for_previous_attempt`, `waiting_for_database`, `waiting_for_another_worker`,
+   * `already_delivered`, `gone`, `webhook_disabled`, `event_erased`, `sealed_data_unopenable`).
    */
   outcome: 'webhooks.attempt.outcome',
   /** How long the HTTP exchange of the attempt took, connect included. */

@@ -6,7 +6,7 @@ import { destinationLimits, projectLimits, sendPlaces, sendWaiters, webhooks } f
 import { acquireSendPlaces, releaseSendPlaces, turnRecheckMs, wakeForgottenLineHeads, type FlowLimits, type PlaceDecision } from '../../src/flow-control/places.ts';
 import { generateEncryptionKey, SecretBox } from '../../src/secrets/crypto.ts';
 import { openTestDatabase } from '../support/database.ts';
-import { storedProject, webhookWithDeliveries as storeWebhookWithDeliveries, type StoredProject } from '../support/stored-deliveries.ts';
+import { storedDeliveries, storedProject, webhookWithDeliveries as storeWebhookWithDeliveries, type StoredProject } from '../support/stored-deliveries.ts';
 
 let handle: DatabaseHandle;
 const box = new SecretBox(generateEncryptionKey());
@@ -35,6 +35,9 @@ const attemptOf = (deliveryId: string, n = 1) => `run/${deliveryId}/${n}`;
 const acquire = (deliveryId: string, with_: FlowLimits = limits, n = 1) => acquireSendPlaces(handle.db, deliveryId, attemptOf(deliveryId, n), with_);
 const release = (deliveryId: string, with_: FlowLimits = limits, n = 1) => releaseSendPlaces(handle.db, deliveryId, attemptOf(deliveryId, n), with_);
 const decisionOf = async (decision: Promise<PlaceDecision>) => (await decision).decision;
+/** The levels of the places a delivery holds: `w`, `p`, `d`. */
+const placesOf = async (deliveryId: string) =>
+  (await handle.db.select({ scope: sendPlaces.scope }).from(sendPlaces).where(eq(sendPlaces.deliveryId, deliveryId))).map((place) => place.scope[0]).sort();
 
 const failure = (attemptId: string, deliveryId: string, webhookId: string): AttemptResult => ({
   attemptId,
@@ -130,6 +133,25 @@ describe('places of a webhook', () => {
     // A newcomer goes behind the line, but wakes its head: places are free and nobody will give one back.
     expect(await acquire(ids[3]!, short)).toMatchObject({ decision: 'wait_turn', wake: [ids[2]] });
     expect(await decisionOf(acquire(ids[2]!, short))).toBe('granted');
+  });
+
+  it("spaces an open breaker's probes by CIRCUIT_BREAKER_PROBE_INTERVAL, its line waiting behind, and not once it has closed", async () => {
+    const probing: FlowLimits = { ...limits, probeIntervalMs: 400 };
+    const { webhookId, ids } = await webhookWithDeliveries(3);
+    const [first, second, third] = ids as [string, string, string];
+    await handle.db.update(webhooks).set({ circuitOpenedAt: new Date() }).where(eq(webhooks.id, webhookId));
+    expect(await acquire(first, probing)).toEqual({ decision: 'granted', wake: [] });
+    expect(await release(first, probing)).toEqual([]);
+    // The next probe may start 400 ms after the first: it keeps the webhook's one place until then.
+    const next = await acquire(second, probing);
+    expect(next).toMatchObject({ decision: 'wait_until', reason: 'probe' });
+    expect(next.decision === 'wait_until' && next.waitMs).toBeGreaterThan(300);
+    expect(await decisionOf(acquire(third, probing))).toBe('wait_turn');
+    await new Promise((resolve) => setTimeout(resolve, next.decision === 'wait_until' ? next.waitMs + 20 : 0));
+    expect(await decisionOf(acquire(second, probing))).toBe('granted');
+    // Closed: sends are not spaced any more.
+    await handle.db.update(webhooks).set({ circuitOpenedAt: null }).where(eq(webhooks.id, webhookId));
+    expect(await decisionOf(acquire(third, probing))).toBe('granted');
   });
 
   it('allows one send at a time while the circuit breaker is open', async () => {
@@ -393,9 +415,6 @@ describe('the rate limit', () => {
     const other = await webhookWithDeliveries(1, { url: `${host}/other` });
     const [first, waiting] = limited.ids as [string, string];
     const otherCustomers = other.ids[0]!;
-    const placesOf = async (deliveryId: string) =>
-      (await handle.db.select({ scope: sendPlaces.scope }).from(sendPlaces).where(eq(sendPlaces.deliveryId, deliveryId))).map((place) => place.scope[0]).sort();
-
     expect(await decisionOf(acquire(first, hostOfTwo))).toBe('granted');
     const start = await acquire(waiting, hostOfTwo);
     expect(start).toMatchObject({ decision: 'wait_until', reason: 'rate' });
@@ -416,11 +435,11 @@ describe('the rate limit', () => {
 
 describe('the circuit breaker', () => {
   it('opens after the threshold of failed attempts in a row and closes on a success', async () => {
-    const { webhookId, ids } = await webhookWithDeliveries(1);
-    const deliveryId = ids[0]!;
+    const { webhookId, ids } = await webhookWithDeliveries(2);
+    const [deliveryId, another] = ids as [string, string];
     const circuit = async () => {
       const [row] = await handle.db
-        .select({ openedAt: webhooks.circuitOpenedAt, failures: webhooks.consecutiveFailures })
+        .select({ openedAt: webhooks.circuitOpenedAt, closedAt: webhooks.circuitClosedAt, failures: webhooks.consecutiveFailures })
         .from(webhooks)
         .where(eq(webhooks.id, webhookId));
       return row!;
@@ -431,7 +450,7 @@ describe('the circuit breaker', () => {
       changes.push((await finishAttempt(handle.db, failure(started!.attempt!.attemptId, deliveryId, webhookId), 3)).circuit);
     }
     expect(changes).toEqual([undefined, undefined, 'opened', undefined]);
-    expect(await circuit()).toMatchObject({ failures: 4, openedAt: expect.any(Date) });
+    expect(await circuit()).toMatchObject({ failures: 4, openedAt: expect.any(Date), closedAt: null });
 
     const started = await startAttempt(handle.db, box, deliveryId, new Date());
     const closed = await finishAttempt(
@@ -440,7 +459,63 @@ describe('the circuit breaker', () => {
       3,
     );
     expect(closed.circuit).toBe('closed');
-    expect(await circuit()).toEqual({ failures: 0, openedAt: null });
+    // When it closed: the deliveries made before are the endpoint's backlog (paced, see below).
+    const closedAt = (await circuit()).closedAt;
+    expect(await circuit()).toEqual({ failures: 0, openedAt: null, closedAt: expect.any(Date) });
+    // A success with the breaker closed leaves that time as it is.
+    const again = await startAttempt(handle.db, box, another, new Date());
+    await finishAttempt(handle.db, { ...failure(again!.attempt!.attemptId, another, webhookId), outcome: 'succeeded', statusCode: 200, error: undefined }, 3);
+    expect((await circuit()).closedAt).toEqual(closedAt);
+  });
+});
+
+describe("an endpoint's recovery", () => {
+  /** Two a second: one start every 500 ms on a project's recovery schedule. */
+  const paced: FlowLimits = { ...limits, recoveryRate: 2 };
+  /** The breaker of `webhookId` closed now: its deliveries made before are its backlog. */
+  const closeBreaker = (webhookId: string) => handle.db.update(webhooks).set({ circuitClosedAt: sql`now()` }).where(eq(webhooks.id, webhookId));
+
+  it("gives its backlog's sends starts on the project's recovery schedule, across its webhooks, and leaves alone deliveries made since", async () => {
+    const first = await webhookWithDeliveries(3);
+    const second = await webhookWithDeliveries(1, { project: first.project });
+    await closeBreaker(first.webhookId);
+    await closeBreaker(second.webhookId);
+    const [now, next, third] = first.ids as [string, string, string];
+    const [later] = second.ids as [string];
+    const since = (await storedDeliveries(handle.db, box, first.project.projectId, second.webhookId, 1))[0]!;
+
+    expect(await acquire(now, paced)).toEqual({ decision: 'granted', wake: [] });
+    const nextWait = await acquire(next, paced);
+    expect(nextWait).toMatchObject({ decision: 'wait_until', reason: 'recovery' });
+    const laterWait = await acquire(later, paced);
+    expect(laterWait).toMatchObject({ decision: 'wait_until', reason: 'recovery' });
+    const waitOf = (decision: PlaceDecision) => (decision.decision === 'wait_until' ? decision.waitMs : 0);
+    expect(waitOf(nextWait)).toBeGreaterThan(400);
+    expect(waitOf(nextWait)).toBeLessThanOrEqual(500);
+    // The project's schedule is one for all its webhooks: the second webhook's backlog goes after.
+    expect(waitOf(laterWait)).toBeGreaterThan(900);
+    expect(waitOf(laterWait)).toBeLessThanOrEqual(1000);
+    // Until its start a paced send keeps its webhook's place only, as a rate-limited one does.
+    expect(await placesOf(next)).toEqual(['w']);
+    // The webhook's two places are taken (one sends, one waits for its start): its line waits.
+    expect(await decisionOf(acquire(third, paced))).toBe('wait_turn');
+    // A delivery made since the breaker closed is not of the backlog.
+    expect(await decisionOf(acquire(since, paced))).toBe('granted');
+
+    await new Promise((resolve) => setTimeout(resolve, waitOf(nextWait) + 20));
+    expect(await decisionOf(acquire(next, paced))).toBe('granted');
+    expect(await placesOf(next)).toEqual(['d', 'p', 'w']);
+  });
+
+  it('is not paced with PROJECT_RECOVERY_RATE at 0, nor while the breaker is open again', async () => {
+    const { webhookId, ids } = await webhookWithDeliveries(2);
+    await closeBreaker(webhookId);
+    expect(await decisionOf(acquire(ids[0]!))).toBe('granted');
+    expect(await decisionOf(acquire(ids[1]!))).toBe('granted');
+    const reopened = await webhookWithDeliveries(1);
+    await closeBreaker(reopened.webhookId);
+    await handle.db.update(webhooks).set({ circuitOpenedAt: sql`now()` }).where(eq(webhooks.id, reopened.webhookId));
+    expect(await decisionOf(acquire(reopened.ids[0]!, paced))).toBe('granted');
   });
 });
 

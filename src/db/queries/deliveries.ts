@@ -385,6 +385,8 @@ function finishAttemptStatement(db: Database, succeeded: boolean) {
             lastDeliveredAt: sql`greatest(${webhooks.lastDeliveredAt}, ${finishedAt})`,
             consecutiveFailures: 0,
             circuitOpenedAt: null,
+            // Its deliveries made before now are the endpoint's backlog: paced at the project's recovery rate.
+            circuitClosedAt: sql`case when ${webhooks.circuitOpenedAt} is not null then ${finishedAt} else ${webhooks.circuitClosedAt} end`,
           }
         : {
             failureCount: sql`${webhooks.failureCount} + ${endpointFailure}::integer`,
