@@ -227,7 +227,15 @@ async function setUp(runId: string, ledger: DeliveryLedger<Phase>, neighbourLedg
   const healthy = await startWatchedEndpoint(HEALTHY_HOST, { failRatio: 0, failCap: 0 }, (id, t) => ledger.landed(id, t));
   // Both endpoints serve the run's one certificate, so the service trusts them through this file.
   // The publish flood is about each project's publish quota: the service keeps its own then.
-  const planInputs = { caFile: healthy.certFile, nodeArgs: [], keepPublishQuota: settings.scenario === 'publish-flood' || settings.scenario === 'endpoint-recovery' };
+  // bulk-retry builds its dead letters against the retry schedule: an open breaker's probes a
+  // second apart would take 1,500 s to use up 300 deliveries' attempts (--env may say otherwise).
+  const scenarioEnv: Record<string, string> = settings.scenario === 'bulk-retry' ? { CIRCUIT_BREAKER_PROBE_INTERVAL: '0s', ...options.extraEnv } : {};
+  const planInputs = {
+    caFile: healthy.certFile,
+    nodeArgs: [],
+    env: scenarioEnv,
+    keepPublishQuota: settings.scenario === 'publish-flood' || settings.scenario === 'endpoint-recovery',
+  };
   const target = await (options.cluster ? clusterTarget(planInputs, options.cluster) : serviceTarget(planInputs)).start();
   const database = await openDatabase({ kind: 'postgres', url: target.databaseUrl, poolMax: 1 });
   onCleanup(() => database.close());

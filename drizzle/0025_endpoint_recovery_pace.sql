@@ -19,7 +19,7 @@ ALTER TABLE "webhooks" ADD COLUMN "circuit_closed_at" timestamp with time zone;
 -- line they join.
 --
 -- And an open breaker's probes are spaced. One attempt at a time, against an endpoint that
--- answers 500 at once, was an attempt after another as fast as they went (about 16 a second
+-- answers 500 at once, was an attempt after another as fast as they went (13 to 16 a second
 -- here): the customer's endpoint was hit that often, and its project's outage cost the service
 -- more than its live traffic. While the breaker is open a send now takes a start on its
 -- webhook's schedule (`rate_next_at`, as under a rate limit) at least CIRCUIT_BREAKER_PROBE_INTERVAL

@@ -27,8 +27,11 @@ export const SHORTEST_RETENTION_PERIOD_MS = 3_600_000;
 /** BULK_RETRY_RATE when unset: half the default publish quota, so a recovery yields to live traffic. */
 export const DEFAULT_BULK_RETRY_RATE = 5;
 
-/** PROJECT_RECOVERY_RATE when unset: a recovering endpoint's backlog goes out at a bulk retry's pace. */
-const DEFAULT_PROJECT_RECOVERY_RATE = DEFAULT_BULK_RETRY_RATE;
+/**
+ * PROJECT_RECOVERY_RATE when unset: below a bulk retry's pace, because a send of a backlog costs
+ * more than one a bulk retry signals (it is woken, asks, waits for its start and asks again).
+ */
+const DEFAULT_PROJECT_RECOVERY_RATE = 3;
 
 /** A duration such as `30d`, `12h`, `15m` or `90s`, from `min` to `max`. */
 const duration = (min: number, max = LONGEST_DURATION_MS) =>

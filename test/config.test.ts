@@ -58,7 +58,7 @@ describe('parseConfig', () => {
       workerMaxInFlight: 1000,
       breakerThreshold: 5,
       probeIntervalMs: 1000,
-      recoveryRate: 5,
+      recoveryRate: 3,
     });
   });
 

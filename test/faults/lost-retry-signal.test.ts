@@ -5,8 +5,12 @@ import { useScenario } from './scenario.ts';
 import { waitFor } from '../support/wait.ts';
 import { Publisher, report, statusCounts } from './workload.ts';
 
-/** The repair check runs every 5 s here, and looks at deliveries left as they are for 10 s. */
-const scenario = useScenario('lost-retry-signal', { REPAIR_INTERVAL: '5s', REPAIR_AFTER: '10s' });
+/**
+ * The repair check runs every 5 s here, and looks at deliveries left as they are for 10 s. The
+ * open breaker's probes are not spaced, so the dead letters this needs come at the retry
+ * schedule's pace (spaced, 20 deliveries take 100 probes, a second each).
+ */
+const scenario = useScenario('lost-retry-signal', { REPAIR_INTERVAL: '5s', REPAIR_AFTER: '10s', CIRCUIT_BREAKER_PROBE_INTERVAL: '0s' });
 const EVENTS = 20;
 
 it('a manual retry committed whose signal never came (its API process died in between) is sent by the repair check', async () => {
