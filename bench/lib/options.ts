@@ -76,7 +76,8 @@ Noisy neighbour:
                         refused (429, with Retry-After); every accepted one must be delivered (else lost)
       bulk-retry        B's --neighbour-events events are dead-lettered first: its endpoint answers 500
                         until they all are (--deadline s at most; the retry schedule and the circuit
-                        breaker make that about 10 attempts a second here); then it answers 200, and
+                        breaker, its probes not spaced (CIRCUIT_BREAKER_PROBE_INTERVAL=0s), make that
+                        about 10 attempts a second here); then it answers 200, and
                         --neighbour-operations bulk retries of B's dead letters start one after another
                         as A's second phase starts; reports their progress (a refused start, e.g. 409,
                         is recorded and the others go on)
