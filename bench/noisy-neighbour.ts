@@ -36,7 +36,7 @@ import {
   type NeighbourSample,
   type PhaseResult,
 } from './lib/neighbour-report.ts';
-import { options } from './lib/options.ts';
+import { options, type NeighbourScenario } from './lib/options.ts';
 import { endProgress, hostInfo, loadAverage, now, outputPaths, progress, sleep, stamp } from './lib/output.ts';
 import { fireAtRate } from './lib/pacing.ts';
 import { machineCpu } from './lib/procstat.ts';
@@ -221,19 +221,25 @@ function startSampling(db: Database, neighbour: Neighbour, endpoint: WatchedEndp
   };
 }
 
+/**
+ * The service's environment a scenario needs (--env's win over it): bulk-retry builds its dead
+ * letters against the retry schedule, as an open breaker's probes a second apart would take
+ * 1,500 s to use up 300 deliveries' attempts.
+ */
+function scenarioServiceEnv(scenario: NeighbourScenario): Record<string, string> {
+  return scenario === 'bulk-retry' ? { CIRCUIT_BREAKER_PROBE_INTERVAL: '0s' } : {};
+}
+
 /** The run's customers on a started deployment: A's project, publisher and endpoint (127.0.0.2); B as its scenario made it (127.0.0.1). */
 async function setUp(runId: string, ledger: DeliveryLedger<Phase>, neighbourLedger: DeliveryLedger<'neighbour'>) {
   const settings = options.neighbour!;
   const healthy = await startWatchedEndpoint(HEALTHY_HOST, { failRatio: 0, failCap: 0 }, (id, t) => ledger.landed(id, t));
   // Both endpoints serve the run's one certificate, so the service trusts them through this file.
   // The publish flood is about each project's publish quota: the service keeps its own then.
-  // bulk-retry builds its dead letters against the retry schedule: an open breaker's probes a
-  // second apart would take 1,500 s to use up 300 deliveries' attempts (--env may say otherwise).
-  const scenarioEnv: Record<string, string> = settings.scenario === 'bulk-retry' ? { CIRCUIT_BREAKER_PROBE_INTERVAL: '0s', ...options.extraEnv } : {};
   const planInputs = {
     caFile: healthy.certFile,
     nodeArgs: [],
-    env: scenarioEnv,
+    env: scenarioServiceEnv(settings.scenario),
     keepPublishQuota: settings.scenario === 'publish-flood' || settings.scenario === 'endpoint-recovery',
   };
   const target = await (options.cluster ? clusterTarget(planInputs, options.cluster) : serviceTarget(planInputs)).start();
@@ -397,7 +403,7 @@ function assembleResult(
     publish_error_examples: run.errors.log.examples,
     warmup: { events: options.warmupEvents, deliveries: ledger.expected('warmup'), landed: ledger.landings('warmup').length },
     setup: { ...run.target.setup, state_dir: path.dirname(workDir) },
-    service_env: options.extraEnv,
+    service_env: { ...scenarioServiceEnv(options.neighbour!.scenario), ...options.extraEnv },
     timeline: measured.timeline,
   };
 }

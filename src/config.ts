@@ -58,6 +58,9 @@ const wholeNumber = (min: number, max: number) =>
     .transform(Number)
     .pipe(z.number().min(min, `must be a whole number from ${min} to ${max}`).max(max, `must be a whole number from ${min} to ${max}`));
 
+/** A number written in decimal (`10`, `2.5`): a rate; `message` says what when it is not one. */
+const decimal = (message: string) => z.string().regex(/^\d+(\.\d+)?$/, message).transform(Number);
+
 const optionalString = z
   .string()
   .optional()
@@ -170,10 +173,7 @@ const environmentVariables = z.object({
   PROJECT_MAX_IN_FLIGHT: wholeNumber(1, 100_000).prefault('100'),
   DESTINATION_MAX_IN_FLIGHT: wholeNumber(1, 100_000).prefault('200'),
   WORKER_MAX_SENDS_IN_FLIGHT: wholeNumber(1, 100_000).prefault('1000'),
-  PROJECT_PUBLISH_RATE: z
-    .string()
-    .regex(/^\d+(\.\d+)?$/, 'must be a number of events per second, such as 100')
-    .transform(Number)
+  PROJECT_PUBLISH_RATE: decimal('must be a number of events per second, such as 100')
     .pipe(z.number().min(0.01, 'must be at least 0.01 events per second').max(100_000, 'must be at most 100000 events per second'))
     .prefault('10'),
   PROJECT_PUBLISH_BURST: wholeNumber(1, 1_000_000).prefault('10'),
@@ -194,16 +194,10 @@ const environmentVariables = z.object({
     .transform(Number)
     .pipe(z.number().min(1, 'must be a whole number of at least 1'))
     .prefault('10'),
-  BULK_RETRY_RATE: z
-    .string()
-    .regex(/^\d+(\.\d+)?$/, 'must be a number of deliveries per second, such as 10')
-    .transform(Number)
+  BULK_RETRY_RATE: decimal('must be a number of deliveries per second, such as 10')
     .pipe(z.number().min(0.1, 'must be at least 0.1 deliveries per second').max(1000, 'must be at most 1000 deliveries per second'))
     .prefault(String(DEFAULT_BULK_RETRY_RATE)),
-  PROJECT_RECOVERY_RATE: z
-    .string()
-    .regex(/^\d+(\.\d+)?$/, 'must be a number of deliveries per second, such as 5, or 0 for no pace')
-    .transform(Number)
+  PROJECT_RECOVERY_RATE: decimal('must be a number of deliveries per second, such as 5, or 0 for no pace')
     .pipe(z.number().refine((rate) => rate === 0 || (rate >= 0.1 && rate <= 1000), 'must be 0 (no pace) or from 0.1 to 1000 deliveries per second'))
     .prefault(String(DEFAULT_PROJECT_RECOVERY_RATE)),
   RETENTION_SWEEP_INTERVAL: duration(60_000).prefault('1h'),

@@ -52,7 +52,7 @@ interface PlanInputs {
   caFile: string;
   /** Extra node flags of the service process (--cpu-prof). */
   nodeArgs: string[];
-  /** More environment of the service's processes (--tracing's), with --env's. */
+  /** More environment of the service's processes (--tracing's, a scenario's); --env's win over it. */
   env?: Record<string, string>;
   /**
    * Keep the service's publish quota per project: only the run about it (the publish flood)
@@ -139,7 +139,7 @@ export function serviceTarget({ caFile, nodeArgs, env = {}, keepPublishQuota = f
         workDir,
         caFile,
         trust: options.trust,
-        env: { ...(keepPublishQuota ? {} : NO_PUBLISH_QUOTA), ...options.extraEnv, ...env },
+        env: { ...(keepPublishQuota ? {} : NO_PUBLISH_QUOTA), ...env, ...options.extraEnv },
         databaseUrl: databaseUrl(),
         temporalAddress: temporalAddress(),
         workflowBundlePath: bundlePath,
@@ -240,8 +240,8 @@ export function clusterTarget({ caFile, env = {}, keepPublishQuota = false }: Pl
           DELIVERY_ALLOW_PRIVATE_TARGETS: 'true',
           ...(options.trust === 'ca-file' ? { DELIVERY_CA_FILE: caFile } : { NODE_EXTRA_CA_CERTS: caFile }),
           ...(keepPublishQuota ? {} : NO_PUBLISH_QUOTA),
-          ...options.extraEnv,
           ...env,
+          ...options.extraEnv,
         },
       });
       const startupMs = Math.round(performance.now() - started);

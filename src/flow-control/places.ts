@@ -5,8 +5,9 @@
  * host and port (DESTINATION_MAX_IN_FLIGHT), the latter two overridable per project and per
  * destination by the operator. The webhook's `rate_limit` spaces the starts, as do an open
  * breaker's probe interval (CIRCUIT_BREAKER_PROBE_INTERVAL) and, for an endpoint's backlog once
- * its breaker closes, its project's recovery schedule (PROJECT_RECOVERY_RATE). A delivery that must wait does so in its workflow (a durable wait
- * that holds no worker slot and uses up no attempt); giving places back wakes the next in line.
+ * its breaker closes, its project's recovery schedule (PROJECT_RECOVERY_RATE). A delivery that
+ * must wait does so in its workflow (a durable wait that holds no worker slot and uses up no
+ * attempt); giving places back wakes the next in line.
  * The rules live in the database functions of migrations 0011 and 0015 (as later ones redefine
  * them), so that every replica obeys one count; taking and giving back a place costs the same
  * however long the lines are, and no call waits for another that could wait for it.

@@ -509,10 +509,12 @@ describe("an endpoint's recovery", () => {
   });
 
   it('is not paced with PROJECT_RECOVERY_RATE at 0, nor while the breaker is open again', async () => {
+    // PROJECT_RECOVERY_RATE=0 reaches the places as no rate (src/config.ts).
+    const unpaced: FlowLimits = { ...limits, recoveryRate: null };
     const { webhookId, ids } = await webhookWithDeliveries(2);
     await closeBreaker(webhookId);
-    expect(await decisionOf(acquire(ids[0]!))).toBe('granted');
-    expect(await decisionOf(acquire(ids[1]!))).toBe('granted');
+    expect(await decisionOf(acquire(ids[0]!, unpaced))).toBe('granted');
+    expect(await decisionOf(acquire(ids[1]!, unpaced))).toBe('granted');
     const reopened = await webhookWithDeliveries(1);
     await closeBreaker(reopened.webhookId);
     await handle.db.update(webhooks).set({ circuitOpenedAt: sql`now()` }).where(eq(webhooks.id, reopened.webhookId));
