@@ -88,7 +88,17 @@ describe('limits, the operator command', { timeout: 120_000 }, () => {
 
     // The publish quota and the webhooks of a project; the limits set before are kept.
     const quota = await cli(['limits', 'set', '--project', 'acme', '--publish-rate', '2.5', '--publish-burst', '10', '--max-webhooks', '50', '--json']);
-    expect(JSON.parse(quota.stdout)).toMatchObject({ scope: 'project', name: 'acme', max_in_flight: 2, publish_rate: 2.5, publish_burst: 10, max_webhooks: 50 });
+    expect(JSON.parse(quota.stdout)).toMatchObject({ scope: 'project', name: 'acme', max_in_flight: 2, publish_rate: 2.5, publish_burst: 10, max_webhooks: 50, recovery_rate: null });
+    // A raised quota says that the recovery's pace is not raised with it; the project's own pace is set apart.
+    const raised = await inProcess(['limits', 'set', '--project', 'acme', '--publish-rate', '50']);
+    expect(raised.code).toBe(0);
+    expect(raised.stdout).toMatch(/still recover at PROJECT_RECOVERY_RATE \(3\/s, 0: not paced\); --recovery-rate sets its own/);
+    const recovery = await inProcess(['limits', 'set', '--project', 'acme', '--recovery-rate', '15']);
+    expect(recovery.stdout).toBe('project acme: max_in_flight=2, publish_rate=50, publish_burst=10, max_webhooks=50, recovery_rate=15 (the rest as configured).');
+    const unpaced = await cli(['limits', 'set', '--project', 'calm', '--recovery-rate', '0', '--json']);
+    expect(JSON.parse(unpaced.stdout)).toMatchObject({ name: 'calm', recovery_rate: 0, publish_rate: null });
+    expect(JSON.parse((await cli(['limits', 'show', '--json'])).stdout).defaults).toMatchObject({ project_recovery_rate: 3 });
+    await cli(['limits', 'reset', '--project', 'calm']);
 
     const reset = await cli(['limits', 'reset', '--project', 'acme']);
     expect(reset.code).toBe(0);
@@ -114,6 +124,10 @@ describe('limits, the operator command', { timeout: 120_000 }, () => {
       ['limits', 'set', '--destination', 'x.example', '--publish-rate', '5'],
       ['limits', 'set', '--project', 'acme', '--publish-rate', '0'],
       ['limits', 'set', '--project', 'acme', '--max-webhooks', 'many'],
+      ['limits', 'set', '--project', 'acme', '--recovery-rate', '0.05'],
+      ['limits', 'set', '--project', 'acme', '--recovery-rate', '1001'],
+      ['limits', 'set', '--project', 'acme', '--recovery-rate', '-1'],
+      ['limits', 'set', '--destination', 'x.example', '--recovery-rate', '5'],
       // A port that is not a whole number from 1 to 65535, or a malformed host: no webhook URL names it.
       ['limits', 'set', '--destination', 'ports.example.com:abc', '--max-in-flight', '1'],
       ['limits', 'set', '--destination', 'ports.example.com:8o80', '--max-in-flight', '1'],

@@ -9,11 +9,15 @@ import { CliError, printTable, UsageError, type Command } from './output.ts';
 const USAGE = `usage:
   limits show [--json]
     the configured limits, and every project's and destination's own that the operator set
-  limits set --project <id> [--max-in-flight <n>] [--publish-rate <events/s>] [--publish-burst <n>] [--max-webhooks <n>] [--json]
+  limits set --project <id> [--max-in-flight <n>] [--publish-rate <events/s>] [--publish-burst <n>]
+             [--max-webhooks <n>] [--recovery-rate <sends/s>] [--json]
     that project's own limits instead of PROJECT_MAX_IN_FLIGHT (sends in flight of its webhooks,
     1-100000), PROJECT_PUBLISH_RATE and PROJECT_PUBLISH_BURST (its publish quota: 0.01-100000
-    events per second, bursts of 1-1000000) and PROJECT_MAX_WEBHOOKS (1-1000000); the others it
-    had are kept. Every replica applies them from its next request.
+    events per second, bursts of 1-1000000), PROJECT_MAX_WEBHOOKS (1-1000000) and
+    PROJECT_RECOVERY_RATE (the pace of its endpoints' backlogs once their breakers close:
+    0.1-1000 sends per second, 0 for none); the others it had are kept. Every replica applies
+    them from its next request. A project whose quota is raised recovers at its own recovery rate
+    only if it is set too.
   limits set --destination <host[:port]> --max-in-flight <n> [--json]
     sends in flight at most to that destination (host and port 1-65535 as webhook URLs name them,
     or such a URL; 443 when no port is given), instead of DESTINATION_MAX_IN_FLIGHT; 1-100000
@@ -24,17 +28,17 @@ const USAGE = `usage:
 export const limitsCommand: Command = { usage: USAGE, actions: ['show', 'set', 'reset'], run: limits };
 
 /** A number from `min` to `max` (a whole one unless `fractions`), or a usage error naming `option`. */
-function limitValue(option: string, value: string | undefined, min: number, max: number, fractions = false): number | undefined {
+function limitValue(option: string, value: string | undefined, min: number, max: number, fractions = false, zero = false): number | undefined {
   if (value === undefined) return undefined;
   const number = (fractions ? /^\d+(\.\d+)?$/ : /^\d+$/).test(value) ? Number(value) : Number.NaN;
-  if (!(number >= min && number <= max)) {
-    throw new UsageError(`--${option} must be ${fractions ? 'a number' : 'a whole number'} from ${min} to ${max}\n${USAGE}`);
+  if (!((number >= min && number <= max) || (zero && number === 0))) {
+    throw new UsageError(`--${option} must be ${zero ? '0 or ' : ''}${fractions ? 'a number' : 'a whole number'} from ${min} to ${max}\n${USAGE}`);
   }
   return number;
 }
 
 /** The options that set a limit, as `limits set` takes them. */
-const LIMIT_OPTIONS = ['max-in-flight', 'publish-rate', 'publish-burst', 'max-webhooks'] as const;
+const LIMIT_OPTIONS = ['max-in-flight', 'publish-rate', 'publish-burst', 'max-webhooks', 'recovery-rate'] as const;
 
 /**
  * Refuses, as a usage error, a `--destination` that no webhook URL could name: `destinationOf`
@@ -52,7 +56,12 @@ const asJson = (row: StoredLimits) => ({
   scope: row.scope,
   name: row.name,
   max_in_flight: row.maxInFlight,
-  ...(row.scope === 'project' && { publish_rate: row.publishRate, publish_burst: row.publishBurst, max_webhooks: row.maxWebhooks }),
+  ...(row.scope === 'project' && {
+    publish_rate: row.publishRate,
+    publish_burst: row.publishBurst,
+    max_webhooks: row.maxWebhooks,
+    recovery_rate: row.recoveryRate,
+  }),
   updated_at: row.updatedAt.toISOString(),
 });
 
@@ -67,6 +76,7 @@ async function limits(config: Config, args: string[]): Promise<void> {
       'publish-rate': { type: 'string' },
       'publish-burst': { type: 'string' },
       'max-webhooks': { type: 'string' },
+      'recovery-rate': { type: 'string' },
       json: { type: 'boolean', default: false },
     },
   });
@@ -75,6 +85,7 @@ async function limits(config: Config, args: string[]): Promise<void> {
     publishRate: limitValue('publish-rate', values['publish-rate'], 0.01, 100_000, true),
     publishBurst: limitValue('publish-burst', values['publish-burst'], 1, 1_000_000),
     maxWebhooks: limitValue('max-webhooks', values['max-webhooks'], 1, 1_000_000),
+    recoveryRate: limitValue('recovery-rate', values['recovery-rate'], 0.1, 1_000, true, true),
   };
   if (action !== 'show') {
     if ((values.project === undefined) === (values.destination === undefined)) throw new UsageError(`give one of --project and --destination\n${USAGE}`);
@@ -103,13 +114,14 @@ async function limits(config: Config, args: string[]): Promise<void> {
         project_publish_rate: config.admission.publish.rate,
         project_publish_burst: config.admission.publish.burst,
         project_max_webhooks: config.admission.maxWebhooks,
+        project_recovery_rate: config.flow.recoveryRate ?? 0,
       };
       if (values.json) {
         console.log(JSON.stringify({ defaults, overrides: stored.map(asJson) }));
         return;
       }
       console.log(Object.entries(defaults).map(([name, value]) => `${name.toUpperCase()}=${value}`).join('  '));
-      printTable(stored.map(asJson), ['scope', 'name', 'max_in_flight', 'publish_rate', 'publish_burst', 'max_webhooks', 'updated_at']);
+      printTable(stored.map(asJson), ['scope', 'name', 'max_in_flight', 'publish_rate', 'publish_burst', 'max_webhooks', 'recovery_rate', 'updated_at']);
       return;
     }
     const destination = values.destination === undefined ? undefined : await destinationOf(database.db, values.destination);
@@ -124,6 +136,9 @@ async function limits(config: Config, args: string[]): Promise<void> {
       else {
         const set = Object.entries(asJson(stored)).filter(([key, value]) => !['scope', 'name', 'updated_at'].includes(key) && value !== null);
         console.log(`${scope} ${name}: ${set.map(([key, value]) => `${key}=${value}`).join(', ')} (the rest as configured).`);
+        if (stored.publishRate !== null && stored.recoveryRate === null) {
+          console.log(`Its endpoints' backlogs still recover at PROJECT_RECOVERY_RATE (${config.flow.recoveryRate ?? 0}/s, 0: not paced); --recovery-rate sets its own.`);
+        }
       }
       return;
     }

@@ -362,6 +362,8 @@ export const projectLimits = pgTable(
     publishBurst: integer('publish_burst'),
     /** Webhooks the project may have; null: PROJECT_MAX_WEBHOOKS. */
     maxWebhooks: integer('max_webhooks'),
+    /** Sends per second of its endpoints' backlogs once their breakers close; 0: not paced; null: PROJECT_RECOVERY_RATE. */
+    recoveryRate: doublePrecision('recovery_rate'),
     updatedAt: timestamp('updated_at', { withTimezone: true, mode: 'date' }).notNull(),
   },
   (table) => [
@@ -369,6 +371,7 @@ export const projectLimits = pgTable(
     check('project_limits_publish_rate_check', sql`${table.publishRate} is null or (${table.publishRate} >= 0.01 and ${table.publishRate} <= 100000)`),
     check('project_limits_publish_burst_check', sql`${table.publishBurst} is null or ${table.publishBurst} between 1 and 1000000`),
     check('project_limits_max_webhooks_check', sql`${table.maxWebhooks} is null or ${table.maxWebhooks} between 1 and 1000000`),
+    check('project_limits_recovery_rate_check', sql`${table.recoveryRate} is null or ${table.recoveryRate} = 0 or (${table.recoveryRate} >= 0.1 and ${table.recoveryRate} <= 1000)`),
   ],
 );
 

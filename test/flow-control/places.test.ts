@@ -154,6 +154,18 @@ describe('places of a webhook', () => {
     expect(await decisionOf(acquire(third, probing))).toBe('granted');
   });
 
+  it("says a send behind an open breaker waits for the webhook's rate, not its probe, when the rate's step is the longer", async () => {
+    const { webhookId, ids } = await webhookWithDeliveries(2, { rateLimit: 0.5 });
+    await handle.db.update(webhooks).set({ circuitOpenedAt: new Date() }).where(eq(webhooks.id, webhookId));
+    const probing: FlowLimits = { ...limits, probeIntervalMs: 400 };
+    expect(await decisionOf(acquire(ids[0]!, probing))).toBe('granted');
+    expect(await release(ids[0]!, probing)).toEqual([]);
+    const next = await acquire(ids[1]!, probing);
+    expect(next).toMatchObject({ decision: 'wait_until', reason: 'rate' });
+    // Two seconds apart, the rate's step.
+    expect(next.decision === 'wait_until' && next.waitMs).toBeGreaterThan(1_500);
+  });
+
   it('allows one send at a time while the circuit breaker is open', async () => {
     const { webhookId, ids } = await webhookWithDeliveries(2);
     await handle.db.update(webhooks).set({ circuitOpenedAt: new Date() }).where(eq(webhooks.id, webhookId));
@@ -519,6 +531,31 @@ describe("an endpoint's recovery", () => {
     await closeBreaker(reopened.webhookId);
     await handle.db.update(webhooks).set({ circuitOpenedAt: sql`now()` }).where(eq(webhooks.id, reopened.webhookId));
     expect(await decisionOf(acquire(reopened.ids[0]!, paced))).toBe('granted');
+    // A rate of 0 from a caller is no pace either, not a division by zero.
+    const zero = await webhookWithDeliveries(2);
+    await closeBreaker(zero.webhookId);
+    expect(await decisionOf(acquire(zero.ids[0]!, { ...limits, recoveryRate: 0 }))).toBe('granted');
+    expect(await decisionOf(acquire(zero.ids[1]!, { ...limits, recoveryRate: 0 }))).toBe('granted');
+  });
+
+  it("follows the project's own recovery rate where the operator set one, and none at its 0", async () => {
+    const own = await webhookWithDeliveries(3);
+    await handle.db.insert(projectLimits).values({ projectId: own.project.projectId, recoveryRate: 10, updatedAt: new Date() });
+    await closeBreaker(own.webhookId);
+    const [first, second, third] = own.ids as [string, string, string];
+    expect(await decisionOf(acquire(first, paced))).toBe('granted');
+    // Ten a second: 100 ms apart, not the 500 ms of the configured two.
+    const next = await acquire(second, paced);
+    expect(next).toMatchObject({ decision: 'wait_until', reason: 'recovery' });
+    expect(next.decision === 'wait_until' && next.waitMs).toBeLessThanOrEqual(100);
+    expect(await release(first, paced)).toEqual([]);
+    expect(await decisionOf(acquire(third, paced))).toBe('wait_until');
+
+    const unpaced = await webhookWithDeliveries(2);
+    await handle.db.insert(projectLimits).values({ projectId: unpaced.project.projectId, recoveryRate: 0, updatedAt: new Date() });
+    await closeBreaker(unpaced.webhookId);
+    expect(await decisionOf(acquire(unpaced.ids[0]!, paced))).toBe('granted');
+    expect(await decisionOf(acquire(unpaced.ids[1]!, paced))).toBe('granted');
   });
 });
 
@@ -563,6 +600,30 @@ describe('a give-back that meets a lock on its place', () => {
       [null, false],
       [null, false],
     ]);
+  });
+});
+
+describe('a request for places that meets a give-back of its delivery', () => {
+  it("locks what the delivery holds in the give-back's order, so a lapsed hold is taken back while the give-back runs, with neither waiting for the other", async () => {
+    const { ids } = await webhookWithDeliveries(1);
+    const id = ids[0]!;
+    expect(await decisionOf(acquire(id))).toBe('granted');
+    await handle.db.update(sendPlaces).set({ expiresAt: sql`now() - interval '1 second'` }).where(eq(sendPlaces.deliveryId, id));
+    // A late give-back of the first attempt: it locks the webhook's place, then, a moment later,
+    // the destination's, as release_send_places does.
+    let webhookLocked!: () => void;
+    const locked = new Promise<void>((resolve) => (webhookLocked = resolve));
+    const giveBack = handle.db.transaction(async (tx) => {
+      await queryRows(tx, sql`select 1 from send_places where delivery_id = ${id} and scope like 'w:%' for update`);
+      webhookLocked();
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      return (await queryRows(tx, sql`select 1 from send_places where delivery_id = ${id} and scope like 'd:%' for update`)).length;
+    });
+    await locked;
+    const [destinationLocked, second] = await Promise.all([giveBack, acquire(id, limits, 2)]);
+    expect(destinationLocked).toBe(1);
+    expect(second).toEqual({ decision: 'granted', wake: [] });
+    expect(await placesOf(id)).toEqual(['d', 'p', 'w']);
   });
 });
 

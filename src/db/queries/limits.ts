@@ -16,6 +16,8 @@ export interface ProjectLimitOverrides extends LimitOverrides {
   publishBurst?: number | null;
   /** Webhooks it may have. */
   maxWebhooks?: number | null;
+  /** Sends per second of its endpoints' backlogs once their breakers close; 0: not paced. */
+  recoveryRate?: number | null;
 }
 
 /** One scope's overrides as stored (a destination has `maxInFlight` only). */
@@ -27,6 +29,7 @@ export interface StoredLimits {
   publishRate: number | null;
   publishBurst: number | null;
   maxWebhooks: number | null;
+  recoveryRate: number | null;
   updatedAt: Date;
 }
 
@@ -37,6 +40,7 @@ const projectStored = (row: typeof projectLimits.$inferSelect): StoredLimits => 
   publishRate: row.publishRate,
   publishBurst: row.publishBurst,
   maxWebhooks: row.maxWebhooks,
+  recoveryRate: row.recoveryRate,
   updatedAt: row.updatedAt,
 });
 
@@ -47,6 +51,7 @@ const destinationStored = (row: typeof destinationLimits.$inferSelect): StoredLi
   publishRate: null,
   publishBurst: null,
   maxWebhooks: null,
+  recoveryRate: null,
   updatedAt: row.updatedAt,
 });
 
