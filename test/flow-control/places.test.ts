@@ -2,6 +2,7 @@ import { eq, sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { queryRows, type DatabaseHandle } from '../../src/db/client.ts';
 import { finishAttempt, startAttempt, type AttemptResult } from '../../src/db/queries/deliveries.ts';
+import { updateWebhook } from '../../src/db/queries/webhooks.ts';
 import { destinationLimits, projectLimits, sendPlaces, sendWaiters, webhooks } from '../../src/db/schema.ts';
 import { acquireSendPlaces, releaseSendPlaces, turnRecheckMs, wakeForgottenLineHeads, type FlowLimits, type PlaceDecision } from '../../src/flow-control/places.ts';
 import { generateEncryptionKey, SecretBox } from '../../src/secrets/crypto.ts';
@@ -442,6 +443,31 @@ describe('the rate limit', () => {
     expect(await decisionOf(acquire(waiting, hostOfTwo, 2))).toBe('granted');
     expect(await placesOf(waiting)).toEqual(['d', 'p', 'w']);
     expect(await handle.db.select().from(sendWaiters).where(eq(sendWaiters.deliveryId, waiting))).toEqual([]);
+  });
+});
+
+describe('a new rate limit', () => {
+  it("locks the waiting sends' places before the webhook's row, as a request for places does, so the two never wait for each other", async () => {
+    const { webhookId, ids } = await webhookWithDeliveries(2, { rateLimit: 1 });
+    const [first, waiting] = ids as [string, string];
+    expect(await decisionOf(acquire(first))).toBe('granted');
+    expect(await acquire(waiting)).toMatchObject({ decision: 'wait_until', reason: 'rate' });
+    // A request for places holding the waiting send's place, which then moves the webhook's
+    // rate schedule (its row), as acquire_send_places does after an open breaker took back a
+    // start's reserved places.
+    let placeLocked!: () => void;
+    const locked = new Promise<void>((resolve) => (placeLocked = resolve));
+    const request = handle.db.transaction(async (tx) => {
+      await queryRows(tx, sql`select 1 from send_places where delivery_id = ${waiting} for update`);
+      placeLocked();
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      return (await queryRows(tx, sql`select 1 from webhooks where id = ${webhookId} for update`)).length;
+    });
+    await locked;
+    const [webhookRowLocked, updated] = await Promise.all([request, updateWebhook(handle.db, box, webhookId, { rateLimit: 5 })]);
+    expect(webhookRowLocked).toBe(1);
+    // Its start, a second after the first's, is brought forward to now under the new limit.
+    expect(updated?.startsBroughtForward).toEqual([waiting]);
   });
 });
 

@@ -125,6 +125,10 @@ export async function updateWebhook(db: Database, box: SecretBox, id: string, ch
   const update = async (tx: Database) => {
     let rateChanged = rateGiven;
     if (rateGiven) {
+      // The waiting sends' places before the webhook's row: a request for places locks a
+      // delivery's places and then moves the webhook's rate schedule, so taken the other way
+      // round the two could each wait for the other.
+      await queryRows(tx, waitingStartsPlaces(id));
       const [current] = await tx.select({ rateLimit: webhooks.rateLimit }).from(webhooks).where(eq(webhooks.id, id)).for('update');
       rateChanged = current !== undefined && current.rateLimit !== changes.rateLimit;
     }
@@ -190,6 +194,18 @@ export async function eraseExpiredPreviousSecrets(db: Database, now: Date, batch
 }
 
 /**
+ * Locks the places of the webhook's sends that wait for a start time, in the order every call
+ * takes places (send_place_order, migration 0024), so that a give-back of one of those
+ * deliveries and a move of their starts never wait for each other.
+ */
+const waitingStartsPlaces = (webhookId: string) => sql`
+  select p.scope, p.slot from send_places p
+  where p.delivery_id in (select delivery_id from send_places where scope = ${`w:${webhookId}`} and attempt is null and not_before > now())
+    and p.not_before is not null
+  order by send_place_order(p.scope), p.scope, p.slot
+  for update`;
+
+/**
  * Gives the webhook's sends that wait for a start time (their places kept, no attempt yet) new
  * starts under `rateLimit`: the first now, each next 1 / rateLimit s later (all now without a
  * limit), their order kept; the schedule's next start follows the last. Answers the deliveries
@@ -205,14 +221,7 @@ async function respaceRateStarts(tx: Database, webhookId: string, rateLimit: num
           from send_places
           where scope = ${`w:${webhookId}`} and attempt is null and not_before > now()
           group by delivery_id
-        ), locked as (
-          -- In the order every call takes places (send_place_order, migration 0024), so that a
-          -- give-back of one of these deliveries and this move never wait for each other.
-          select p.scope, p.slot from send_places p
-          where p.delivery_id in (select delivery_id from waiting) and p.not_before is not null
-          order by send_place_order(p.scope), p.scope, p.slot
-          for update
-        ), moved as (
+        ), locked as (${waitingStartsPlaces(webhookId)}), moved as (
           update send_places p set not_before = w.new_start, expires_at = w.new_start + (p.expires_at - p.not_before)
           from locked l, waiting w
           where (p.scope, p.slot) = (l.scope, l.slot) and p.delivery_id = w.delivery_id
