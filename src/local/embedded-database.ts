@@ -20,6 +20,8 @@ const SYNC_MESSAGE = new Uint8Array([0x53, 0, 0, 0, 4]); // 'S', length 4
 const ROLLBACK_MESSAGE = new Uint8Array([0x51, 0, 0, 0, 13, ...Buffer.from('ROLLBACK\0')]); // 'Q', length 13
 const READY_FOR_QUERY = 0x5a; // 'Z'
 const IDLE = 0x49; // 'I'
+/** Parse, Bind, Describe, Execute, Close: extended-protocol messages whose answers PostgreSQL sends at the next Sync or Flush. */
+const ANSWERED_AT_SYNC = new Set([0x50, 0x42, 0x44, 0x45, 0x43]);
 
 /**
  * What pglite-socket's multiplexer sees of the database. Its queue hands PGlite one client
@@ -31,10 +33,16 @@ const IDLE = 0x49; // 'I'
  * from its first message until the server answers ReadyForQuery with status idle, which
  * covers both cases (and COPY, cursors and failed transactions).
  */
-class SessionGate {
+export class SessionGate {
   readonly #db: PGlite;
   /** The client served last has a message sequence or a transaction in progress. */
   #held = false;
+  /**
+   * Answers held for the client being served until its Sync or Flush, as PostgreSQL's own
+   * server holds them: pglite-socket writes each message's answer to the socket as it comes,
+   * so a prepared statement's Bind, Execute and Sync were three writes.
+   */
+  #unsent: Uint8Array[] = [];
 
   constructor(db: PGlite) {
     this.#db = db;
@@ -61,7 +69,8 @@ class SessionGate {
     await this.#db.execProtocolRawStream(message, {
       ...options,
       onRawData: (data: Uint8Array) => {
-        options.onRawData(data);
+        // A copy: PGlite may hand out a view of memory it reuses.
+        this.#unsent.push(data.slice());
         // Walk the backend messages (type byte, int32 length) to find the last ReadyForQuery.
         const bytes = pending.length > 0 ? concat(pending, data) : data;
         let offset = 0;
@@ -75,10 +84,16 @@ class SessionGate {
       },
     });
     if (lastStatus !== undefined) this.#held = lastStatus !== IDLE;
+    if (!ANSWERED_AT_SYNC.has(message[0]!) && this.#unsent.length > 0) {
+      const answers = this.#unsent.length === 1 ? this.#unsent[0]! : Buffer.concat(this.#unsent);
+      this.#unsent = [];
+      options.onRawData(answers);
+    }
   }
 
   /** Used by the queue only to abandon the work of a client that disconnected. */
   async exec(_query: string): Promise<void> {
+    this.#unsent = [];
     // A ROLLBACK as a simple query aborts an implicit transaction too (a Sync would commit
     // it); after an extended-protocol error the server skips it, and the Sync ends the
     // failed sequence. What is left then is a failed explicit block.

@@ -6,10 +6,12 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import { PGlite } from '@electric-sql/pglite';
 import postgres from 'postgres';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import {
   EMBEDDED_LOCK_FILE,
+  SessionGate,
   spawnEmbeddedPostgres,
   startEmbeddedPostgres,
   type EmbeddedPostgres,
@@ -32,6 +34,51 @@ function connect(): postgres.Sql {
   return client;
 }
 
+/** A frontend message of the wire protocol: its type, its length, its body. */
+function wireMessage(type: string, body: Buffer): Buffer {
+  const header = Buffer.alloc(5);
+  header.write(type, 0, 'latin1');
+  header.writeInt32BE(body.length + 4, 1);
+  return Buffer.concat([header, body]);
+}
+const cstr = (text: string) => Buffer.from(`${text}\0`);
+const int16 = (value: number) => Buffer.from([value >> 8, value & 0xff]);
+const int32 = (value: number) => {
+  const out = Buffer.alloc(4);
+  out.writeInt32BE(value);
+  return out;
+};
+
+/** Parse, Bind and Execute of `statement` (unnamed statement and portal, no parameters). */
+const execute = (statement: string) =>
+  Buffer.concat([
+    wireMessage('P', Buffer.concat([cstr(''), cstr(statement), int16(0)])),
+    wireMessage('B', Buffer.concat([cstr(''), cstr(''), int16(0), int16(0), int16(0)])),
+    wireMessage('E', Buffer.concat([cstr(''), int32(0)])),
+  ]);
+
+/** Parse, Bind, Describe (the portal), Execute and Sync of `statement`, as a client sends a query. */
+const sequence = (statement: string) =>
+  Buffer.concat([
+    wireMessage('P', Buffer.concat([cstr(''), cstr(statement), int16(0)])),
+    wireMessage('B', Buffer.concat([cstr(''), cstr(''), int16(0), int16(0), int16(0)])),
+    wireMessage('D', Buffer.concat([Buffer.from('P'), cstr('')])),
+    wireMessage('E', Buffer.concat([cstr(''), int32(0)])),
+    wireMessage('S', Buffer.alloc(0)),
+  ]);
+
+/** The messages of `bytes`, one buffer each (a type byte, then a length that counts itself). */
+function splitMessages(bytes: Buffer): Buffer[] {
+  const messages: Buffer[] = [];
+  for (let offset = 0; offset < bytes.length; offset += 1 + bytes.readInt32BE(offset + 1)) {
+    messages.push(bytes.subarray(offset, offset + 1 + bytes.readInt32BE(offset + 1)));
+  }
+  return messages;
+}
+
+/** The type of each message in `bytes`. */
+const messageTypes = (bytes: Buffer) => splitMessages(bytes).map((message) => String.fromCharCode(message[0]!));
+
 /** A bare wire-protocol client, to send a message sequence split over several writes as TCP may deliver it. */
 async function rawClient(url: string) {
   const { port, hostname } = new URL(url);
@@ -39,8 +86,10 @@ async function rawClient(url: string) {
   await once(socket, 'connect');
   let buffer = Buffer.alloc(0);
   const received: string[] = [];
+  let chunks = 0;
   let wake: (() => void) | undefined;
   socket.on('data', (chunk: Buffer) => {
+    chunks += 1;
     buffer = Buffer.concat([buffer, chunk]);
     while (buffer.length >= 5 && buffer.length >= 1 + buffer.readInt32BE(1)) {
       received.push(String.fromCharCode(buffer[0]!));
@@ -48,19 +97,6 @@ async function rawClient(url: string) {
     }
     wake?.();
   });
-  const message = (type: string, body: Buffer) => {
-    const header = Buffer.alloc(5);
-    header.write(type, 0, 'latin1');
-    header.writeInt32BE(body.length + 4, 1);
-    return Buffer.concat([header, body]);
-  };
-  const cstr = (text: string) => Buffer.from(`${text}\0`);
-  const int16 = (value: number) => Buffer.from([value >> 8, value & 0xff]);
-  const int32 = (value: number) => {
-    const out = Buffer.alloc(4);
-    out.writeInt32BE(value);
-    return out;
-  };
   async function until(type: string): Promise<void> {
     while (!received.includes(type)) await new Promise<void>((resolve) => (wake = resolve));
     received.splice(0, received.indexOf(type) + 1);
@@ -69,23 +105,28 @@ async function rawClient(url: string) {
   socket.write(Buffer.concat([int32(startupBody.length + 4), startupBody]));
   await until('Z');
   return {
-    /** Parse, Bind and Execute of `statement`, without the Sync that ends the implicit transaction. */
+    /**
+     * Parse, Bind and Execute of `statement`, without the Sync that ends the implicit
+     * transaction; a Flush asks for the answers so far, as a PostgreSQL server sends them only
+     * at a Sync or a Flush.
+     */
     async executeWithoutSync(statement: string) {
-      socket.write(
-        Buffer.concat([
-          message('P', Buffer.concat([cstr(''), cstr(statement), int16(0)])),
-          message('B', Buffer.concat([cstr(''), cstr(''), int16(0), int16(0), int16(0)])),
-          message('E', Buffer.concat([cstr(''), int32(0)])),
-        ]),
-      );
+      socket.write(Buffer.concat([execute(statement), wireMessage('H', Buffer.alloc(0))]));
       await until('C');
     },
+    /** Parse, Bind, Execute and Sync of `statement` in one write; answers how many reads its answers took. */
+    async executeWithSync(statement: string): Promise<number> {
+      const before = chunks;
+      socket.write(Buffer.concat([execute(statement), wireMessage('S', Buffer.alloc(0))]));
+      await until('Z');
+      return chunks - before;
+    },
     async sync() {
-      socket.write(message('S', Buffer.alloc(0)));
+      socket.write(wireMessage('S', Buffer.alloc(0)));
       await until('Z');
     },
     close() {
-      socket.end(message('X', Buffer.alloc(0)));
+      socket.end(wireMessage('X', Buffer.alloc(0)));
     },
   };
 }
@@ -205,6 +246,40 @@ describe('the embedded database served over the socket', () => {
 
       expect(bAnsweredBeforeSync).toBe(false);
       expect(await bQuery).toEqual({ n: 1, xid: null });
+    } finally {
+      a.close();
+    }
+  });
+
+  it("hands a message sequence's answers to the socket at its Sync or Flush, in one piece, as PostgreSQL sends them", async () => {
+    const db = new PGlite();
+    try {
+      const gate = new SessionGate(db);
+      await gate.waitReady;
+      const written: string[][] = [];
+      /** Feeds one client message to the gate, and notes the backend message types of each piece it hands on. */
+      const feed = (bytes: Buffer) =>
+        gate.execProtocolRawStream(new Uint8Array(bytes), { onRawData: (data) => written.push(messageTypes(Buffer.from(data))) });
+      for (const bytes of splitMessages(sequence('select 1'))) await feed(bytes);
+      // ParseComplete, BindComplete, a row, CommandComplete and ReadyForQuery: each was a write of its own before.
+      expect(written).toEqual([['1', '2', 'T', 'D', 'C', 'Z']]);
+      written.length = 0;
+      const [parse, bind, describe, execute] = splitMessages(sequence('select 2'));
+      for (const bytes of [parse!, bind!, describe!, execute!]) await feed(bytes);
+      expect(written).toEqual([]);
+      await feed(wireMessage('H', Buffer.alloc(0)));
+      expect(written).toEqual([['1', '2', 'T', 'D', 'C']]);
+      await feed(wireMessage('S', Buffer.alloc(0)));
+      expect(written).toEqual([['1', '2', 'T', 'D', 'C'], ['Z']]);
+    } finally {
+      await db.close();
+    }
+  });
+
+  it("sends a message sequence's answers to the client in one write", async () => {
+    const a = await rawClient(server.url);
+    try {
+      expect(await a.executeWithSync('select 1')).toBe(1);
     } finally {
       a.close();
     }
