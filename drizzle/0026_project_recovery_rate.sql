@@ -11,7 +11,7 @@ ALTER TABLE "project_limits" ADD CONSTRAINT "project_limits_recovery_rate_check"
 -- unpaced, and so does a rate of 0 passed by a caller (it divided by zero before).
 --
 -- The places a delivery already holds are locked first, in send_place_order, before anything
--- else is read or written: its lapsed hold was given up by an UPDATE that locked its rows in
+-- is changed: its lapsed hold was given up by an UPDATE that locked its rows in
 -- whatever order the scan met them, while a late give-back of its previous attempt locks them
 -- webhook, project, destination; each could wait for the other.
 --

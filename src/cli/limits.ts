@@ -27,8 +27,16 @@ const USAGE = `usage:
 /** `limits show|set|reset`: the operator's per-project and per-destination limits, in the database (a project cannot change its own). */
 export const limitsCommand: Command = { usage: USAGE, actions: ['show', 'set', 'reset'], run: limits };
 
-/** A number from `min` to `max` (a whole one unless `fractions`), or a usage error naming `option`. */
-function limitValue(option: string, value: string | undefined, min: number, max: number, fractions = false, zero = false): number | undefined {
+/** What a limit option takes: from `min` to `max`, a whole number unless `fractions`, and 0 too where `zero`. */
+interface LimitRange {
+  min: number;
+  max: number;
+  fractions?: boolean;
+  zero?: boolean;
+}
+
+/** A number in `range`, or a usage error naming `option`. */
+function limitValue(option: string, value: string | undefined, { min, max, fractions = false, zero = false }: LimitRange): number | undefined {
   if (value === undefined) return undefined;
   const number = (fractions ? /^\d+(\.\d+)?$/ : /^\d+$/).test(value) ? Number(value) : Number.NaN;
   if (!((number >= min && number <= max) || (zero && number === 0))) {
@@ -81,11 +89,11 @@ async function limits(config: Config, args: string[]): Promise<void> {
     },
   });
   const overrides = {
-    maxInFlight: limitValue('max-in-flight', values['max-in-flight'], 1, 100_000),
-    publishRate: limitValue('publish-rate', values['publish-rate'], 0.01, 100_000, true),
-    publishBurst: limitValue('publish-burst', values['publish-burst'], 1, 1_000_000),
-    maxWebhooks: limitValue('max-webhooks', values['max-webhooks'], 1, 1_000_000),
-    recoveryRate: limitValue('recovery-rate', values['recovery-rate'], 0.1, 1_000, true, true),
+    maxInFlight: limitValue('max-in-flight', values['max-in-flight'], { min: 1, max: 100_000 }),
+    publishRate: limitValue('publish-rate', values['publish-rate'], { min: 0.01, max: 100_000, fractions: true }),
+    publishBurst: limitValue('publish-burst', values['publish-burst'], { min: 1, max: 1_000_000 }),
+    maxWebhooks: limitValue('max-webhooks', values['max-webhooks'], { min: 1, max: 1_000_000 }),
+    recoveryRate: limitValue('recovery-rate', values['recovery-rate'], { min: 0.1, max: 1_000, fractions: true, zero: true }),
   };
   if (action !== 'show') {
     if ((values.project === undefined) === (values.destination === undefined)) throw new UsageError(`give one of --project and --destination\n${USAGE}`);

@@ -221,7 +221,10 @@ async function respaceRateStarts(tx: Database, webhookId: string, rateLimit: num
           from send_places
           where scope = ${`w:${webhookId}`} and attempt is null and not_before > now()
           group by delivery_id
-        ), locked as (${waitingStartsPlaces(webhookId)}), moved as (
+        ), locked as (
+          -- The caller locked these before the webhook's row; again for any that began waiting since.
+          ${waitingStartsPlaces(webhookId)}
+        ), moved as (
           update send_places p set not_before = w.new_start, expires_at = w.new_start + (p.expires_at - p.not_before)
           from locked l, waiting w
           where (p.scope, p.slot) = (l.scope, l.slot) and p.delivery_id = w.delivery_id
