@@ -136,6 +136,13 @@ async function bundleInChildProcess(tracing: boolean): Promise<string> {
   }
 }
 
+/**
+ * Node before 24 keeps AsyncLocalStorage on async hooks, and aborts the whole process ("async hook
+ * stack has become corrupted") when the SDK's execution timeout cuts a workflow activation, as it
+ * does in a replica paused past 5 s in the middle of one (docs/deployment.md, "Node").
+ */
+const CUT_ACTIVATION_ABORTS_PROCESS = Number(process.versions.node.split('.')[0]) < 24;
+
 /** Creates and runs the delivery worker. */
 export async function startDeliveryWorker(options: DeliveryWorkerOptions): Promise<DeliveryWorker> {
   const sender: Sender = createSender({
@@ -216,6 +223,12 @@ export async function startDeliveryWorker(options: DeliveryWorkerOptions): Promi
     ...options.tracing?.workerOptions,
   });
   options.logger.info({ taskQueue: options.taskQueue, bundle: prebuilt ?? 'compiled at start', tracing }, 'worker started');
+  if (CUT_ACTIVATION_ABORTS_PROCESS) {
+    options.logger.warn(
+      { node: process.version },
+      'this Node aborts the worker process when a workflow activation outlives its 5 s execution timeout (a replica paused mid-activation): run workers on Node 24 or later',
+    );
+  }
 
   const done = worker.run().finally(async () => {
     // The bulk retry steps spreading their signals stopped when the stop began: their reports go out first.

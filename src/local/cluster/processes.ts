@@ -4,7 +4,7 @@
  * never mistaken for them), stopped by signal.
  */
 import { spawn } from 'node:child_process';
-import { closeSync, openSync, readFileSync } from 'node:fs';
+import { closeSync, openSync, readFileSync, readlinkSync } from 'node:fs';
 import { createServer } from 'node:net';
 import path from 'node:path';
 
@@ -53,9 +53,13 @@ function childrenOf(pid: number): number[] {
   }
 }
 
-function commandName(pid: number): string {
+/**
+ * The file name of the program process `pid` runs. Not its `comm`: Node 26 names its
+ * main thread `node-MainThread` there.
+ */
+function programName(pid: number): string {
   try {
-    return readFileSync(`/proc/${pid}/comm`, 'utf8').trim();
+    return path.basename(readlinkSync(`/proc/${pid}/exe`));
   } catch {
     return '';
   }
@@ -91,7 +95,7 @@ export async function npmScriptProcess(wrapper: ProcessRecord, timeoutMs = 15_00
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     if (!isRunning(wrapper)) throw new Error(`npm run for ${wrapper.role} exited before it started the service`);
-    const child = childrenOf(wrapper.pid).find((pid) => commandName(pid) === 'node');
+    const child = childrenOf(wrapper.pid).find((pid) => programName(pid) === 'node');
     const startTime = child === undefined ? undefined : processStartTime(child);
     if (child !== undefined && startTime !== undefined) return { ...wrapper, pid: child, startTime };
     await sleep(50);
