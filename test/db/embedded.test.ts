@@ -49,23 +49,21 @@ const int32 = (value: number) => {
   return out;
 };
 
-/** Parse, Bind and Execute of `statement` (unnamed statement and portal, no parameters). */
-const execute = (statement: string) =>
-  Buffer.concat([
-    wireMessage('P', Buffer.concat([cstr(''), cstr(statement), int16(0)])),
-    wireMessage('B', Buffer.concat([cstr(''), cstr(''), int16(0), int16(0), int16(0)])),
-    wireMessage('E', Buffer.concat([cstr(''), int32(0)])),
-  ]);
+const SYNC = wireMessage('S', Buffer.alloc(0));
+const FLUSH = wireMessage('H', Buffer.alloc(0));
+/** Parse and Bind of `statement` (unnamed statement and portal, no parameters). */
+const parseAndBind = (statement: string) => [
+  wireMessage('P', Buffer.concat([cstr(''), cstr(statement), int16(0)])),
+  wireMessage('B', Buffer.concat([cstr(''), cstr(''), int16(0), int16(0), int16(0)])),
+];
+const EXECUTE_PORTAL = wireMessage('E', Buffer.concat([cstr(''), int32(0)]));
+
+/** Parse, Bind and Execute of `statement`. */
+const execute = (statement: string) => Buffer.concat([...parseAndBind(statement), EXECUTE_PORTAL]);
 
 /** Parse, Bind, Describe (the portal), Execute and Sync of `statement`, as a client sends a query. */
 const sequence = (statement: string) =>
-  Buffer.concat([
-    wireMessage('P', Buffer.concat([cstr(''), cstr(statement), int16(0)])),
-    wireMessage('B', Buffer.concat([cstr(''), cstr(''), int16(0), int16(0), int16(0)])),
-    wireMessage('D', Buffer.concat([Buffer.from('P'), cstr('')])),
-    wireMessage('E', Buffer.concat([cstr(''), int32(0)])),
-    wireMessage('S', Buffer.alloc(0)),
-  ]);
+  Buffer.concat([...parseAndBind(statement), wireMessage('D', Buffer.concat([Buffer.from('P'), cstr('')])), EXECUTE_PORTAL, SYNC]);
 
 /** The messages of `bytes`, one buffer each (a type byte, then a length that counts itself). */
 function splitMessages(bytes: Buffer): Buffer[] {
@@ -111,18 +109,18 @@ async function rawClient(url: string) {
      * at a Sync or a Flush.
      */
     async executeWithoutSync(statement: string) {
-      socket.write(Buffer.concat([execute(statement), wireMessage('H', Buffer.alloc(0))]));
+      socket.write(Buffer.concat([execute(statement), FLUSH]));
       await until('C');
     },
     /** Parse, Bind, Execute and Sync of `statement` in one write; answers how many reads its answers took. */
     async executeWithSync(statement: string): Promise<number> {
       const before = chunks;
-      socket.write(Buffer.concat([execute(statement), wireMessage('S', Buffer.alloc(0))]));
+      socket.write(Buffer.concat([execute(statement), SYNC]));
       await until('Z');
       return chunks - before;
     },
     async sync() {
-      socket.write(wireMessage('S', Buffer.alloc(0)));
+      socket.write(SYNC);
       await until('Z');
     },
     close() {
@@ -264,12 +262,12 @@ describe('the embedded database served over the socket', () => {
       // ParseComplete, BindComplete, a row, CommandComplete and ReadyForQuery: each was a write of its own before.
       expect(written).toEqual([['1', '2', 'T', 'D', 'C', 'Z']]);
       written.length = 0;
-      const [parse, bind, describe, execute] = splitMessages(sequence('select 2'));
-      for (const bytes of [parse!, bind!, describe!, execute!]) await feed(bytes);
+      // Every message of the sequence but its Sync.
+      for (const bytes of splitMessages(sequence('select 2')).slice(0, -1)) await feed(bytes);
       expect(written).toEqual([]);
-      await feed(wireMessage('H', Buffer.alloc(0)));
+      await feed(FLUSH);
       expect(written).toEqual([['1', '2', 'T', 'D', 'C']]);
-      await feed(wireMessage('S', Buffer.alloc(0)));
+      await feed(SYNC);
       expect(written).toEqual([['1', '2', 'T', 'D', 'C'], ['Z']]);
     } finally {
       await db.close();

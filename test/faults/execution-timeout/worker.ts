@@ -1,7 +1,7 @@
 /**
  * A worker process for the execution-timeout test: runs `outlivesExecutionTimeout` on the
  * task queue in argv[3] of the server at argv[2] (namespace argv[4]), with the SDK's execution
- * timeout as the service's worker has it (5 s), and prints `ready` once it polls.
+ * timeout as the service's worker has it (5 s), and prints `ready` once it runs.
  */
 import { NativeConnection, Worker, bundleWorkflowCode, DefaultLogger, Runtime } from '@temporalio/worker';
 import path from 'node:path';
