@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 
-const CROCKFORD = '0123456789abcdefghjkmnpqrstvwxyz';
+/** The 32 digits of Crockford base32, in their order, that identifiers are written in. */
+export const CROCKFORD_DIGITS = '0123456789abcdefghjkmnpqrstvwxyz';
 
 /** Prefixes of the service's identifiers, one per resource. */
 export const ID_PREFIX = {
@@ -26,7 +27,7 @@ export function newId(kind: IdKind, now: number = Date.now()): string {
   let bits = BigInt(`0x${random.toString('hex')}`);
   let randomPart = '';
   for (let i = 0; i < 16; i += 1) {
-    randomPart = CROCKFORD[Number(bits & 31n)] + randomPart;
+    randomPart = CROCKFORD_DIGITS[Number(bits & 31n)] + randomPart;
     bits >>= 5n;
   }
   return `${ID_PREFIX[kind]}_${timePart}${randomPart}`;
@@ -37,10 +38,15 @@ function timePartOf(ms: number): string {
   let time = BigInt(ms);
   let timePart = '';
   for (let i = 0; i < 10; i += 1) {
-    timePart = CROCKFORD[Number(time & 31n)] + timePart;
+    timePart = CROCKFORD_DIGITS[Number(time & 31n)] + timePart;
     time >>= 5n;
   }
   return timePart;
+}
+
+/** The part of every identifier of `kind` made at `ms` that comes before its 16 random digits: the prefix, `_` and the time part. */
+export function idTimePrefix(kind: IdKind, ms: number): string {
+  return `${ID_PREFIX[kind]}_${timePartOf(ms)}`;
 }
 
 /**
@@ -49,7 +55,7 @@ function timePartOf(ms: number): string {
  */
 export function firstIdAt(kind: IdKind, ms: number): string {
   // No identifier is made before 1970 (its time part counts from the epoch): an earlier bound is the first of all.
-  return `${ID_PREFIX[kind]}_${timePartOf(Math.max(0, ms))}${'0'.repeat(16)}`;
+  return `${idTimePrefix(kind, Math.max(0, ms))}${'0'.repeat(16)}`;
 }
 
 const LOOKUP_ID = /^[A-Za-z0-9_-]{1,64}$/;

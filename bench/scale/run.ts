@@ -163,7 +163,7 @@ try {
 
   // The largest project's holder, and a project of its own for publishing (one webhook, so each publish starts one workflow).
   const projectId = generatedProjectId(0);
-  const { key, token } = await createApiKey(handle.db, { projectId, services: ['webhooks'] });
+  const { token } = await createApiKey(handle.db, { projectId, services: ['webhooks'] });
   const publisher = await createApiKey(handle.db, { projectId: `prj_scale_bench_${randomToken(4)}`, services: ['webhooks'] });
   await request('POST', '/api-gateway/v2/webhooks', publisher.token, {
     api_key_id: publisher.key.id,

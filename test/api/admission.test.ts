@@ -2,6 +2,7 @@ import { eq, sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { queryRows } from '../../src/db/client.ts';
 import { recordEvent } from '../../src/db/queries/events.ts';
+import { CROCKFORD_DIGITS } from '../../src/ids.ts';
 import { setProjectLimits } from '../../src/db/queries/limits.ts';
 import { createRetryOperation, selectOperationPage, type OperationView } from '../../src/db/queries/operations.ts';
 import { events, operationDeliveries, operations } from '../../src/db/schema.ts';
@@ -159,6 +160,16 @@ describe('webhooks of a project', () => {
       from generate_series(1, 40000) as n`);
     const recorded = await recordEvent(h.db, h.secretBox, { projectId: key.projectId, event: 'docauth.completed', occurredAt: new Date(), payload: docauthData() });
     expect(recorded.deliveries).toHaveLength(40_000);
+    // The database names them, in newId's layout: the event's time part, then 16 random digits.
+    const ids = recorded.deliveries.map((delivery) => delivery.deliveryId);
+    const timePart = recorded.event.id.slice('evt_'.length, 'evt_'.length + 10);
+    for (const id of ids) expect(id).toMatch(new RegExp(`^dlv_${timePart}[${CROCKFORD_DIGITS}]{16}$`));
+    expect(new Set(ids).size).toBe(ids.length);
+    // Each of the 32 digits about equally often in the random parts (640,000 digits: 20,000 each).
+    const digits = new Map<string, number>();
+    for (const id of ids) for (const digit of id.slice(-16)) digits.set(digit, (digits.get(digit) ?? 0) + 1);
+    expect(digits.size).toBe(32);
+    for (const times of digits.values()) expect(Math.abs(times - 20_000)).toBeLessThan(1_000);
     const [count] = await queryRows<{ n: number }>(h.db, sql`select count(*)::int as n from deliveries where event_id = ${recorded.event.id}`);
     expect(count!.n).toBe(40_000);
   }, 120_000);

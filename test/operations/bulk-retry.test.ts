@@ -137,7 +137,7 @@ describe('POST /webhooks/{id}/deliveries/retry', () => {
   }, TEST_MS);
 
   it('stops after the step in hand when cancelled, and records itself cancelled with the count it reached', async () => {
-    const { key, webhookId, ids } = await deadLettered(12);
+    const { key, webhookId } = await deadLettered(12);
     receiver.behave(() => ({ status: 200 }));
     // No body, but the JSON Content-Type many clients set on every request: the defaults apply.
     const started = await h.request('POST', `${BASE}/webhooks/${webhookId}/deliveries/retry`, {

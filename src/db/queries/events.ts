@@ -1,9 +1,9 @@
+import { randomBytes } from 'node:crypto';
 import { and, asc, eq, gt, inArray, isNull, lt, or, sql } from 'drizzle-orm';
 import { isForeignKeyViolation, queryRows, type Database } from '../client.ts';
 import { preparedPerDatabase } from '../prepared.ts';
 import { deliveries, events, webhooks, type EventRow } from '../schema.ts';
-import { listSubscribedWebhooks } from './webhooks.ts';
-import { newId } from '../../ids.ts';
+import { CROCKFORD_DIGITS, idTimePrefix, newId } from '../../ids.ts';
 import { openPayload, requestIdHashes, sealPayload } from '../sealing.ts';
 import type { SecretBox } from '../../secrets/crypto.ts';
 
@@ -50,6 +50,13 @@ export class WebhookNotDeliverableError extends Error {
 class EventGoneError extends Error {}
 
 /**
+ * Base64's 64 digits, and the Crockford base32 digit each stands for: every one of the 32 twice, so
+ * 16 digits of a hash's base64 (96 bits) make an identifier's 16 random digits (80 bits, evenly).
+ */
+const BASE64_DIGITS = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/';
+const CROCKFORD_TWICE = CROCKFORD_DIGITS + CROCKFORD_DIGITS;
+
+/**
  * Tries of {@link recordEvent} when a row it relied on is deleted under it: a webhook it chose,
  * or the earlier event of the same producer key.
  */
@@ -57,12 +64,14 @@ const RECORD_TRIES = 3;
 
 /**
  * Stores an event, its payload sealed with `box`, and one `pending` delivery per active,
- * subscribed webhook of its project, in one statement (atomic without a transaction block).
- * Publishing the same producer key again (also concurrently) returns the first event and its
- * deliveries unchanged. A webhook deleted between the choice of webhooks and the statement fails
- * the statement (nothing is stored): the choice is made again without it; so is the whole when
- * the earlier event of the key is deleted (by the retention sweep) as it is read. With `onlyWebhookId`
- * (a test event) and that webhook not active and subscribed, nothing is stored and
+ * subscribed webhook of its project, in one statement (atomic without a transaction block) that
+ * also chooses the webhooks, however many there are. The database names the deliveries, in
+ * `newId`'s layout: the time part of the event's, and 16 random digits from a hash of a random
+ * value of the event's and the webhook's id. Publishing the same producer key again (also concurrently)
+ * returns the first event and its deliveries unchanged. A webhook deleted while the statement
+ * runs fails it (nothing is stored), and it runs again; so does the whole when the earlier event
+ * of the key is deleted (by the retention sweep) as it is read. With `onlyWebhookId` (a test
+ * event) and that webhook not active and subscribed, nothing is stored and
  * {@link WebhookNotDeliverableError} is thrown.
  */
 export async function recordEvent(db: Database, box: SecretBox, input: NewEvent): Promise<RecordedEvent> {
@@ -91,55 +100,53 @@ async function recordEventOnce(db: Database, box: SecretBox, input: NewEvent): P
     dispatchedAt: null,
     traceparent: input.traceparent ?? null,
   };
-  const subscribed = (await listSubscribedWebhooks(db, input.projectId, input.event)).filter(
-    (webhook) => input.onlyWebhookId === undefined || webhook.id === input.onlyWebhookId,
-  );
-  if (input.onlyWebhookId !== undefined && subscribed.length === 0) throw new WebhookNotDeliverableError(input.onlyWebhookId);
-  const targets = subscribed.map((webhook) => ({
-    deliveryId: newId('delivery', now.getTime()),
-    webhookId: webhook.id,
-    url: webhook.url,
-  }));
   const at = sql`${now.toISOString()}::timestamptz`;
-  const insertEvent = sql`
-    insert into events (id, project_id, producer_event_id, event, occurred_at, payload_sealed, request_id_hash, created_at, traceparent)
-    values (${stored.id}, ${stored.projectId}, ${stored.producerEventId}, ${stored.event},
-            ${stored.occurredAt.toISOString()}::timestamptz, ${stored.payloadSealed}, ${stored.requestIdHash}, ${at}, ${stored.traceparent})
-    on conflict (project_id, producer_event_id) do nothing
-    returning id`;
-  // The deliveries go as two array parameters, whatever the number of webhooks (a parameter per
-  // value would stop at PostgreSQL's 65,535 parameters: about 32,000 webhooks).
-  const inserted = await queryRows<{ id: string }>(
+  const only = input.onlyWebhookId ?? null;
+  // One row per delivery created, or one with null delivery columns for an event stored without
+  // any; none when nothing was stored (the key was seen before, or a test event's webhook is not
+  // deliverable).
+  const rows = await queryRows<{ delivery_id: string | null; webhook_id: string | null; url: string | null }>(
     db,
-    targets.length === 0
-      ? insertEvent
-      : sql`
-        with inserted as (${insertEvent}), created as (
-          insert into deliveries (id, webhook_id, event_id, event, status, attempt_count, created_at, updated_at)
-          select target.delivery_id, target.webhook_id, inserted.id, ${stored.event}, 'pending', 0, ${at}, ${at}
-          from inserted cross join unnest(${idArray(targets.map((target) => target.deliveryId))}::text[],
-                                          ${idArray(targets.map((target) => target.webhookId))}::text[]) as target (delivery_id, webhook_id)
-        )
-        select id from inserted`,
+    sql`
+      with subscribed as (
+        select id, url from webhooks
+        where project_id = ${stored.projectId} and status = 'active' and events @> array[${stored.event}]::text[]
+          and (${only}::text is null or id = ${only}::text)
+      ), inserted as (
+        insert into events (id, project_id, producer_event_id, event, occurred_at, payload_sealed, request_id_hash, created_at, traceparent)
+        select ${stored.id}, ${stored.projectId}, ${stored.producerEventId}, ${stored.event},
+               ${stored.occurredAt.toISOString()}::timestamptz, ${stored.payloadSealed}, ${stored.requestIdHash}, ${at}, ${stored.traceparent}
+        where ${only}::text is null or exists (select from subscribed)
+        on conflict (project_id, producer_event_id) do nothing
+        returning id
+      ), targets as materialized (
+        select ${idTimePrefix('delivery', now.getTime())} || translate(substr(encode(sha256(convert_to(${randomBytes(16).toString('hex')} || id, 'UTF8')), 'base64'), 1, 16), ${BASE64_DIGITS}, ${CROCKFORD_TWICE})
+                 as delivery_id, id as webhook_id, url
+        from subscribed where exists (select from inserted)
+      ), created as (
+        insert into deliveries (id, webhook_id, event_id, event, status, attempt_count, created_at, updated_at)
+        select targets.delivery_id, targets.webhook_id, inserted.id, ${stored.event}, 'pending', 0, ${at}, ${at}
+        from inserted cross join targets
+      )
+      select targets.delivery_id, targets.webhook_id, targets.url
+      from inserted left join targets on true
+      order by targets.webhook_id`,
   );
-  if (inserted.length > 0) return { event: stored, deliveries: targets, created: true };
-
+  if (rows.length > 0) {
+    const deliveries = rows.flatMap((row) => (row.delivery_id ? [{ deliveryId: row.delivery_id, webhookId: row.webhook_id!, url: row.url! }] : []));
+    return { event: stored, deliveries, created: true };
+  }
   const [existing] = await db
     .select()
     .from(events)
     .where(and(eq(events.projectId, stored.projectId), eq(events.producerEventId, stored.producerEventId)));
-  // Deleted between the two statements (the retention sweep took it): it is published anew.
-  if (!existing) throw new EventGoneError();
+  if (!existing) {
+    // Nothing stored and no earlier event of the key: the test event's webhook was not deliverable.
+    if (input.onlyWebhookId !== undefined) throw new WebhookNotDeliverableError(input.onlyWebhookId);
+    // Deleted between the two statements (the retention sweep took it): it is published anew.
+    throw new EventGoneError();
+  }
   return { event: existing, deliveries: await deliveriesOf(db, existing.id), created: false };
-}
-
-/**
- * Service identifiers (`dlv_…`, `wh_…`: letters, digits and `_`) as one PostgreSQL array literal,
- * a single parameter whatever their number.
- */
-function idArray(ids: readonly string[]): string {
-  for (const id of ids) if (!/^[a-z]+_[0-9a-z]+$/.test(id)) throw new Error(`not a service identifier: ${id}`);
-  return `{${ids.join(',')}}`;
 }
 
 /** The deliveries of an event in webhook order, the order `recordEvent` creates them in. */

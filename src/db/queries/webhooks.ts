@@ -1,7 +1,6 @@
 import { and, asc, eq, gt, ne, sql } from 'drizzle-orm';
 import type { AnyPgColumn } from 'drizzle-orm/pg-core';
 import { queryRows, type Database } from '../client.ts';
-import { preparedPerDatabase } from '../prepared.ts';
 import { deliveries, sendPlaces, webhooks, type WebhookRow } from '../schema.ts';
 import { newId } from '../../ids.ts';
 import type { SecretBox } from '../../secrets/crypto.ts';
@@ -272,30 +271,6 @@ export async function deleteWebhook(db: Database, id: string): Promise<string[] 
   });
   return rest && [...notDelivered, ...rest];
 }
-
-/** The active webhooks of a project subscribed to `event`. */
-export async function listSubscribedWebhooks(
-  db: Database,
-  projectId: string,
-  event: string,
-): Promise<Pick<WebhookRow, 'id' | 'url'>[]> {
-  return subscribedWebhooksStatement(db).execute({ projectId, event });
-}
-
-const subscribedWebhooksStatement = preparedPerDatabase((db) =>
-  db
-    .select({ id: webhooks.id, url: webhooks.url })
-    .from(webhooks)
-    .where(
-      and(
-        eq(webhooks.projectId, sql.placeholder('projectId')),
-        eq(webhooks.status, 'active'),
-        sql`${webhooks.events} @> array[${sql.placeholder('event')}]::text[]`,
-      ),
-    )
-    .orderBy(asc(webhooks.id))
-    .prepare('subscribed_webhooks'),
-);
 
 /** What {@link resealWebhookSecrets} did. */
 export interface WebhookReseal {
