@@ -47,8 +47,9 @@ async function deleteWhile<T>(webhookId: string, request: () => Promise<T>): Pro
     // The delete holds the row before the request starts.
     await Promise.race([holding, deleting]);
     const answer = request();
+    // Counted in this file's own database: other files' lock waits run on the same server.
     await waitFor('the request to wait on the deleted row', async () => {
-      const [row] = await queryRows<{ n: number }>(h.db, sql`select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock'`);
+      const [row] = await queryRows<{ n: number }>(h.db, sql`select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and datname = current_database()`);
       return row!.n > 0;
     });
     commit();

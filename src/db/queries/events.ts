@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { and, asc, eq, gt, inArray, isNull, lt, or, sql } from 'drizzle-orm';
-import { isForeignKeyViolation, queryRows, type Database } from '../client.ts';
+import { isForeignKeyViolation, type Database } from '../client.ts';
 import { preparedPerDatabase } from '../prepared.ts';
 import { deliveries, events, webhooks, type EventRow } from '../schema.ts';
 import { CROCKFORD_DIGITS, idTimePrefix, newId } from '../../ids.ts';
@@ -67,8 +67,8 @@ const RECORD_TRIES = 3;
  * subscribed webhook of its project, in one statement (atomic without a transaction block) that
  * also chooses the webhooks, however many there are. The database names the deliveries, in
  * `newId`'s layout: the time part of the event's, and 16 random digits from a hash of a random
- * value of the event's and the webhook's id. Publishing the same producer key again (also concurrently)
- * returns the first event and its deliveries unchanged. A webhook deleted while the statement
+ * value of the event's and the webhook's id. Publishing the same producer key again (also
+ * concurrently) returns the first event and its deliveries unchanged. A webhook deleted while the statement
  * runs fails it (nothing is stored), and it runs again; so does the whole when the earlier event
  * of the key is deleted (by the retention sweep) as it is read. With `onlyWebhookId` (a test
  * event) and that webhook not active and subscribed, nothing is stored and
@@ -100,40 +100,24 @@ async function recordEventOnce(db: Database, box: SecretBox, input: NewEvent): P
     dispatchedAt: null,
     traceparent: input.traceparent ?? null,
   };
-  const at = sql`${now.toISOString()}::timestamptz`;
-  const only = input.onlyWebhookId ?? null;
-  // One row per delivery created, or one with null delivery columns for an event stored without
-  // any; none when nothing was stored (the key was seen before, or a test event's webhook is not
-  // deliverable).
-  const rows = await queryRows<{ delivery_id: string | null; webhook_id: string | null; url: string | null }>(
-    db,
-    sql`
-      with subscribed as (
-        select id, url from webhooks
-        where project_id = ${stored.projectId} and status = 'active' and events @> array[${stored.event}]::text[]
-          and (${only}::text is null or id = ${only}::text)
-      ), inserted as (
-        insert into events (id, project_id, producer_event_id, event, occurred_at, payload_sealed, request_id_hash, created_at, traceparent)
-        select ${stored.id}, ${stored.projectId}, ${stored.producerEventId}, ${stored.event},
-               ${stored.occurredAt.toISOString()}::timestamptz, ${stored.payloadSealed}, ${stored.requestIdHash}, ${at}, ${stored.traceparent}
-        where ${only}::text is null or exists (select from subscribed)
-        on conflict (project_id, producer_event_id) do nothing
-        returning id
-      ), targets as materialized (
-        select ${idTimePrefix('delivery', now.getTime())} || translate(substr(encode(sha256(convert_to(${randomBytes(16).toString('hex')} || id, 'UTF8')), 'base64'), 1, 16), ${BASE64_DIGITS}, ${CROCKFORD_TWICE})
-                 as delivery_id, id as webhook_id, url
-        from subscribed where exists (select from inserted)
-      ), created as (
-        insert into deliveries (id, webhook_id, event_id, event, status, attempt_count, created_at, updated_at)
-        select targets.delivery_id, targets.webhook_id, inserted.id, ${stored.event}, 'pending', 0, ${at}, ${at}
-        from inserted cross join targets
-      )
-      select targets.delivery_id, targets.webhook_id, targets.url
-      from inserted left join targets on true
-      order by targets.webhook_id`,
-  );
+  // One row per delivery created, or one with no delivery for an event stored without any; none
+  // when nothing was stored (the key was seen before, or a test event's webhook is not deliverable).
+  const rows = await recordEventStatement(db).execute({
+    id: stored.id,
+    projectId: stored.projectId,
+    producerEventId: stored.producerEventId,
+    event: stored.event,
+    occurredAt: stored.occurredAt.toISOString(),
+    payloadSealed: stored.payloadSealed,
+    requestIdHash: stored.requestIdHash,
+    at: now.toISOString(),
+    traceparent: stored.traceparent,
+    onlyWebhookId: input.onlyWebhookId ?? null,
+    deliveryIdPrefix: idTimePrefix('delivery', now.getTime()),
+    deliveryIdSeed: randomBytes(16).toString('hex'),
+  });
   if (rows.length > 0) {
-    const deliveries = rows.flatMap((row) => (row.delivery_id ? [{ deliveryId: row.delivery_id, webhookId: row.webhook_id!, url: row.url! }] : []));
+    const deliveries = rows.flatMap((row) => (row.deliveryId ? [{ deliveryId: row.deliveryId, webhookId: row.webhookId!, url: row.url! }] : []));
     return { event: stored, deliveries, created: true };
   }
   const [existing] = await db
@@ -148,6 +132,49 @@ async function recordEventOnce(db: Database, box: SecretBox, input: NewEvent): P
   }
   return { event: existing, deliveries: await deliveriesOf(db, existing.id), created: false };
 }
+
+/**
+ * {@link recordEventOnce}'s statement, prepared once per database handle (it is on every publish):
+ * the webhooks subscribed, the event inserted, the deliveries named and inserted, as CTEs.
+ */
+const recordEventStatement = preparedPerDatabase((db) => {
+  const value = (name: string) => sql.placeholder(name);
+  const at = sql`${value('at')}::timestamptz`;
+  const only = sql`${value('onlyWebhookId')}::text`;
+  const subscribed = db.$with('subscribed', { id: sql<string>`id`.as('id'), url: sql<string>`url`.as('url') }).as(sql`
+    select id, url from webhooks
+    where project_id = ${value('projectId')} and status = 'active' and events @> array[${value('event')}]::text[]
+      and (${only} is null or id = ${only})`);
+  const inserted = db.$with('inserted', { id: sql<string>`id`.as('id') }).as(sql`
+    insert into events (id, project_id, producer_event_id, event, occurred_at, payload_sealed, request_id_hash, created_at, traceparent)
+    select ${value('id')}, ${value('projectId')}, ${value('producerEventId')}, ${value('event')}, ${value('occurredAt')}::timestamptz,
+           ${value('payloadSealed')}, ${value('requestIdHash')}, ${at}, ${value('traceparent')}
+    where ${only} is null or exists (select from subscribed)
+    on conflict (project_id, producer_event_id) do nothing
+    returning id`);
+  // Referenced twice, so computed once (PostgreSQL materialises it).
+  const targets = db.$with('targets', {
+    deliveryId: sql<string>`delivery_id`.as('delivery_id'),
+    webhookId: sql<string>`webhook_id`.as('webhook_id'),
+    url: sql<string>`url`.as('url'),
+  }).as(sql`
+    select ${value('deliveryIdPrefix')}::text
+             || translate(substr(encode(sha256(convert_to(${value('deliveryIdSeed')}::text || id, 'UTF8')), 'base64'), 1, 16), ${BASE64_DIGITS}, ${CROCKFORD_TWICE})
+             as delivery_id, id as webhook_id, url
+    from subscribed where exists (select from inserted)`);
+  const created = db.$with('created', { id: sql<string>`id`.as('id') }).as(sql`
+    insert into deliveries (id, webhook_id, event_id, event, status, attempt_count, created_at, updated_at)
+    select targets.delivery_id, targets.webhook_id, inserted.id, ${value('event')}, 'pending', 0, ${at}, ${at}
+    from inserted cross join targets
+    returning id`);
+  return db
+    .with(subscribed, inserted, targets, created)
+    .select({ deliveryId: targets.deliveryId, webhookId: targets.webhookId, url: targets.url })
+    .from(inserted)
+    .leftJoin(targets, sql`true`)
+    .orderBy(targets.webhookId)
+    .prepare('record_event');
+});
 
 /** The deliveries of an event in webhook order, the order `recordEvent` creates them in. */
 async function deliveriesOf(db: Database, eventId: string): Promise<DeliveryTarget[]> {
