@@ -39,9 +39,9 @@ interface DeliveryCost {
 const BUDGETS: Record<'delivered at once' | 'failed once, then delivered' | 'dead-lettered' | 'waited once for its database, then delivered', DeliveryCost> = {
   // Accept: the producer key, the quota, the event with its deliveries to the webhooks subscribed
   // (one statement; their choice was a statement of its own until 2026-11-30), the event marked
-  // dispatched. Send, per attempt: a place taken, the attempt
-  // started, finished, the place given back. History: started, 2 workflow tasks, the send
-  // activity's 3 events, the status upsert, completed.
+  // dispatched. Send, per attempt: a place taken, the attempt started, finished, the place given
+  // back. History: started, 2 workflow tasks, the send activity's 3 events, the status upsert,
+  // completed.
   'delivered at once': {
     acceptStatements: 4,
     acceptTransactions: 0,
