@@ -68,11 +68,11 @@ const RECORD_TRIES = 3;
  * also chooses the webhooks, however many there are. The database names the deliveries, in
  * `newId`'s layout: the time part of the event's, and 16 random digits from a hash of a random
  * value of the event's and the webhook's id. Publishing the same producer key again (also
- * concurrently) returns the first event and its deliveries unchanged. A webhook deleted while the statement
- * runs fails it (nothing is stored), and it runs again; so does the whole when the earlier event
- * of the key is deleted (by the retention sweep) as it is read. With `onlyWebhookId` (a test
- * event) and that webhook not active and subscribed, nothing is stored and
- * {@link WebhookNotDeliverableError} is thrown.
+ * concurrently) returns the first event and its deliveries unchanged. A webhook deleted while
+ * the statement runs fails it (nothing is stored), and it runs again; so does the whole when the
+ * earlier event of the key is deleted (by the retention sweep) as it is read. With
+ * `onlyWebhookId` (a test event) and that webhook not active and subscribed, nothing is stored
+ * and {@link WebhookNotDeliverableError} is thrown.
  */
 export async function recordEvent(db: Database, box: SecretBox, input: NewEvent): Promise<RecordedEvent> {
   for (let tries = 1; ; tries += 1) {
@@ -162,11 +162,11 @@ const recordEventStatement = preparedPerDatabase((db) => {
              || translate(substr(encode(sha256(convert_to(${value('deliveryIdSeed')}::text || id, 'UTF8')), 'base64'), 1, 16), ${BASE64_DIGITS}, ${CROCKFORD_TWICE})
              as delivery_id, id as webhook_id, url
     from subscribed where exists (select from inserted)`);
+  // Never read (nothing returned): the rows come back from targets.
   const created = db.$with('created', { id: sql<string>`id`.as('id') }).as(sql`
     insert into deliveries (id, webhook_id, event_id, event, status, attempt_count, created_at, updated_at)
     select targets.delivery_id, targets.webhook_id, inserted.id, ${value('event')}, 'pending', 0, ${at}, ${at}
-    from inserted cross join targets
-    returning id`);
+    from inserted cross join targets`);
   return db
     .with(subscribed, inserted, targets, created)
     .select({ deliveryId: targets.deliveryId, webhookId: targets.webhookId, url: targets.url })
