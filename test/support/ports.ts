@@ -1,17 +1,30 @@
 import { portIsFree } from '../../src/local/cluster/processes.ts';
 
+const FIRST_PORT = 10_000;
+const SLICES = 16;
+const SLICE_SIZE = 10_000 / SLICES;
+// Each vitest worker (and the main process, which has no pool id) draws from a slice of its own:
+// a port one file has picked but whose server has not bound it yet (a service takes seconds to
+// start) must not be picked by a file running beside it. The cursor walks the slice from a random
+// start, so one process does not hand out a port twice until it has gone round 625 of them.
+const slice = Number(process.env.VITEST_POOL_ID ?? 0) % SLICES;
+let cursor = Math.floor(Math.random() * SLICE_SIZE);
+
 /**
  * A TCP port free on 127.0.0.1 right now, between 10000 and 20000: below the kernel's ephemeral
  * range (32768 and up on Linux), so that a port the system hands out before the caller binds this
  * one (a server listening on port 0, an outgoing connection) cannot be it, and apart from
- * {@link freePortBlock}'s range.
+ * {@link freePortBlock}'s range. Processes running side by side under vitest draw from disjoint
+ * slices of the range, and successive calls in one process return different ports, so callers may
+ * pick several ports before binding any.
  */
 export async function freePort(): Promise<number> {
-  for (let tries = 0; tries < 200; tries += 1) {
-    const port = 10_000 + Math.floor(Math.random() * 10_000);
+  for (let tries = 0; tries < SLICE_SIZE; tries += 1) {
+    cursor = (cursor + 1) % SLICE_SIZE;
+    const port = FIRST_PORT + slice * SLICE_SIZE + cursor;
     if (await portIsFree(port)) return port;
   }
-  throw new Error('no free port found between 10000 and 20000');
+  throw new Error(`no free port found between ${FIRST_PORT + slice * SLICE_SIZE} and ${FIRST_PORT + (slice + 1) * SLICE_SIZE - 1}`);
 }
 
 /**
