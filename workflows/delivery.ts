@@ -54,6 +54,14 @@ export interface DeliveryWorkflowInput {
   retryKeys?: string[];
   /** The attempt of the current round to go on with, when a run continued as new while it waited for its endpoint. */
   resumeAttempt?: number;
+  /**
+   * `DeliveryStatus` describes the workflow while it is open (`pending`, `dead_letter`) and is
+   * not set again when it ends delivered or gone: each upsert is a billed Temporal Cloud action,
+   * a third of a delivered delivery's. Every start and continue-as-new sets it; a run started
+   * without it (by release 0.2.0, or before the field existed) sets the status as it ends, as its
+   * history replays.
+   */
+  statusWhileOpen?: true;
 }
 
 /** How a delivery workflow ended. */
@@ -157,7 +165,7 @@ export async function deliveryWorkflow(input: DeliveryWorkflowInput): Promise<De
       // A long wait at a busy endpoint grows the history one wait at a time. (The patch is asked
       // only when it applies, so a history that never grows this long carries no marker.)
       if (workflowInfo().continueAsNewSuggested && patched(CONTINUE_AS_NEW_AFTER_WAIT)) {
-        await continueAsNew<typeof deliveryWorkflow>({ deliveryId, retryKeys, resumeAttempt: attempt });
+        await continueAsNew<typeof deliveryWorkflow>({ deliveryId, retryKeys, resumeAttempt: attempt, statusWhileOpen: true });
       }
     }
   };
@@ -190,17 +198,20 @@ export async function deliveryWorkflow(input: DeliveryWorkflowInput): Promise<De
       // Retries that keep interrupting rounds grow one history: it continues as new as a long
       // wait does. The patch keeps open runs of the previous release replaying as they ran.
       if (workflowInfo().continueAsNewSuggested && patched(CONTINUE_AS_NEW_AFTER_INTERRUPT)) {
-        return continueAsNew<typeof deliveryWorkflow>({ deliveryId, retryKeys });
+        return continueAsNew<typeof deliveryWorkflow>({ deliveryId, retryKeys, statusWhileOpen: true });
       }
       continue;
     }
+    if (outcome !== 'dead_letter') {
+      if (!input.statusWhileOpen) upsertSearchAttributes([{ key: DeliveryStatusAttribute, value: outcome }]);
+      return outcome;
+    }
     upsertSearchAttributes([{ key: DeliveryStatusAttribute, value: outcome }]);
-    if (outcome !== 'dead_letter') return outcome;
 
     if (!(await condition(() => retryRequested, DEAD_LETTER_WAIT_MS))) return 'dead_letter';
     upsertSearchAttributes([{ key: DeliveryStatusAttribute, value: 'pending' }]);
     if (workflowInfo().continueAsNewSuggested) {
-      return continueAsNew<typeof deliveryWorkflow>({ deliveryId, retryKeys });
+      return continueAsNew<typeof deliveryWorkflow>({ deliveryId, retryKeys, statusWhileOpen: true });
     }
   }
 }

@@ -67,7 +67,7 @@ function workflowStarter(variant: string, client: Client, scheduler: DeliverySch
     await client.workflow.start(workflowType, {
       workflowId: id,
       taskQueue,
-      args: [{ deliveryId: id }],
+      args: [{ deliveryId: id, statusWhileOpen: true }],
       workflowIdConflictPolicy: WorkflowIdConflictPolicy.USE_EXISTING,
       workflowIdReusePolicy: WorkflowIdReusePolicy.REJECT_DUPLICATE,
       ...(variant === 'no-start-attributes'

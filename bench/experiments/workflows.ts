@@ -3,10 +3,9 @@
  * `deliveryWorkflow`, and a variant that runs the send as a local activity (one workflow task
  * per delivery instead of two, no activity task round trip through the server).
  */
-import { proxyLocalActivities, upsertSearchAttributes } from '@temporalio/workflow';
+import { proxyLocalActivities } from '@temporalio/workflow';
 import type { DeliveryActivities } from '../../activities/delivery.ts';
 import { DELIVERY_RETRY_POLICY, type DeliveryWorkflowInput } from '../../workflows/delivery.ts';
-import { DeliveryStatusAttribute } from '../../workflows/search-attributes.ts';
 import { SEND_START_TO_CLOSE_MS } from '../../workflows/send-limits.ts';
 
 export { deliveryWorkflow } from '../../workflows/delivery.ts';
@@ -21,6 +20,5 @@ export async function localDeliveryWorkflow(input: DeliveryWorkflowInput): Promi
   const outcome = await sendDelivery(input.deliveryId);
   // One receiver that answers at once: the endpoint always has a place free.
   if (typeof outcome !== 'string') throw new Error(`the send waited for its endpoint (${outcome.wait}); this experiment does not model waits`);
-  upsertSearchAttributes([{ key: DeliveryStatusAttribute, value: outcome }]);
   return outcome;
 }

@@ -7,7 +7,7 @@ import {
   type WorkflowExecutionDescription,
 } from '@temporalio/client';
 import { bulkRetryWorkflow } from '../../workflows/bulk-retry.ts';
-import { deliveryWorkflow, retrySignal, sendTurnSignal } from '../../workflows/delivery.ts';
+import { deliveryWorkflow, retrySignal, sendTurnSignal, type DeliveryWorkflowInput } from '../../workflows/delivery.ts';
 import {
   DeliveryStatusAttribute,
   EventTypeAttribute,
@@ -62,7 +62,7 @@ export class DeliveryScheduler {
     return {
       workflowId: start.deliveryId,
       taskQueue: this.taskQueue,
-      args: [{ deliveryId: start.deliveryId }] as [{ deliveryId: string }],
+      args: [{ deliveryId: start.deliveryId, statusWhileOpen: true }] as [DeliveryWorkflowInput],
       typedSearchAttributes: [
         { key: WebhookIdAttribute, value: start.webhookId },
         { key: ProjectIdAttribute, value: start.projectId },

@@ -25,9 +25,9 @@ interface DeliveryCost {
   sendTransactions: number;
   historyEvents: number;
   workflowTasks: number;
-  /** Workflow starts, activity attempts, timers, signals, and workflow tasks that ran local activities. */
+  /** Workflow starts, activity attempts, timers, signals, search attribute upserts, and workflow tasks that ran local activities. */
   billedActions: number;
-  /** Search attribute upserts, listed apart. */
+  /** Search attribute upserts (billed actions too), listed apart. */
   searchAttributeUpserts: number;
 }
 
@@ -40,17 +40,18 @@ const BUDGETS: Record<'delivered at once' | 'failed once, then delivered' | 'dea
   // Accept: the producer key, the quota, the event with its deliveries to the webhooks subscribed
   // (one statement; their choice was a statement of its own until 2026-11-30), the event marked
   // dispatched. Send, per attempt: a place taken, the attempt started, finished, the place given
-  // back. History: started, 2 workflow tasks, the send activity's 3 events, the status upsert,
-  // completed.
+  // back. History: started, 2 workflow tasks, the send activity's 3 events, completed. Until
+  // 2026-11-30 the workflow also set its status as it ended (an upsert: one event and one billed
+  // action more); the status now describes an open workflow only.
   'delivered at once': {
     acceptStatements: 4,
     acceptTransactions: 0,
     sendStatements: 4,
     sendTransactions: 0,
-    historyEvents: 12,
+    historyEvents: 11,
     workflowTasks: 2,
     billedActions: 2,
-    searchAttributeUpserts: 1,
+    searchAttributeUpserts: 0,
   },
   // The retry is the activity's own (Temporal's retry policy): no event more, one attempt more.
   'failed once, then delivered': {
@@ -58,10 +59,10 @@ const BUDGETS: Record<'delivered at once' | 'failed once, then delivered' | 'dea
     acceptTransactions: 0,
     sendStatements: 8,
     sendTransactions: 0,
-    historyEvents: 12,
+    historyEvents: 11,
     workflowTasks: 2,
     billedActions: 3,
-    searchAttributeUpserts: 1,
+    searchAttributeUpserts: 0,
   },
   // Five attempts, then the dead letter recorded by a local activity (one statement: the status
   // with the attempts left open closed, a transaction of two before 2026-11-28; then the
@@ -75,7 +76,7 @@ const BUDGETS: Record<'delivered at once' | 'failed once, then delivered' | 'dea
     sendTransactions: 0,
     historyEvents: 13,
     workflowTasks: 2,
-    billedActions: 8,
+    billedActions: 9,
     searchAttributeUpserts: 1,
   },
   // Its first send found the database unavailable (here a lock held past lock_timeout; an outage
@@ -88,10 +89,10 @@ const BUDGETS: Record<'delivered at once' | 'failed once, then delivered' | 'dea
     acceptTransactions: 0,
     sendStatements: 5,
     sendTransactions: 0,
-    historyEvents: 23,
+    historyEvents: 22,
     workflowTasks: 4,
     billedActions: 4,
-    searchAttributeUpserts: 1,
+    searchAttributeUpserts: 0,
   },
 };
 
@@ -104,7 +105,12 @@ function historyCost(events: temporal.api.history.v1.IHistoryEvent[]) {
   for (const event of events) {
     if (event.workflowExecutionStartedEventAttributes || event.workflowExecutionSignaledEventAttributes || event.timerStartedEventAttributes) billedActions += 1;
     if (event.activityTaskStartedEventAttributes) billedActions += event.activityTaskStartedEventAttributes.attempt ?? 1;
-    if (event.upsertWorkflowSearchAttributesEventAttributes) searchAttributeUpserts += 1;
+    if (event.upsertWorkflowSearchAttributesEventAttributes) {
+      searchAttributeUpserts += 1;
+      // Billed once per upsert, however many attributes it sets; the versioning attribute alone is exempt.
+      const keys = Object.keys(event.upsertWorkflowSearchAttributesEventAttributes.searchAttributes?.indexedFields ?? {});
+      if (keys.some((key) => key !== 'TemporalChangeVersion')) billedActions += 1;
+    }
     if (event.workflowTaskCompletedEventAttributes) {
       workflowTasks += 1;
       localActivityTask = false;

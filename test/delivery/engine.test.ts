@@ -91,7 +91,7 @@ describe('a successful delivery', () => {
     const { delivery_ids: [deliveryId] } = await publishFor(h, key.projectId, { data });
     await waitForDelivery(h, key.token, webhookId, deliveryId!, (d) => d.status === 'delivered');
     const handle = h.client.workflow.getHandle(deliveryId!);
-    await handle.result();
+    expect(await handle.result()).toBe('delivered');
     const history = JSON.stringify(await handle.fetchHistory());
     const description = await handle.describe();
     const visible = history + JSON.stringify(description.raw);
@@ -101,7 +101,9 @@ describe('a successful delivery', () => {
       // Payloads are base64 in history: check the encoded form too.
       expect(visible).not.toContain(Buffer.from(JSON.stringify(value)).toString('base64'));
     }
-    expect(description.typedSearchAttributes.get(DeliveryStatusAttribute)).toBe('delivered');
+    // The status describes an open workflow; a closed one's outcome is its result (no upsert, a billed action, as it ends).
+    expect(description.typedSearchAttributes.get(DeliveryStatusAttribute)).toBe('pending');
+    expect(history).not.toContain('upsertWorkflowSearchAttributesEventAttributes');
     expect(await description.staticSummary()).toBe(`docauth.completed → ${new URL(receiver.url).host}`);
   });
 });
