@@ -152,6 +152,13 @@ export async function deliveryWorkflow(input: DeliveryWorkflowInput): Promise<De
   });
 
   let resumeAttempt = input.resumeAttempt ?? 1;
+  // What a continued run starts from: a new history, so it takes the new code's choices.
+  const continued = (resume?: number): DeliveryWorkflowInput => ({
+    deliveryId,
+    retryKeys,
+    statusWhileOpen: true,
+    ...(resume !== undefined && { resumeAttempt: resume }),
+  });
   const runRound = async (): Promise<'delivered' | 'gone'> => {
     for (let attempt = resumeAttempt; ; ) {
       turnGiven = false;
@@ -165,7 +172,7 @@ export async function deliveryWorkflow(input: DeliveryWorkflowInput): Promise<De
       // A long wait at a busy endpoint grows the history one wait at a time. (The patch is asked
       // only when it applies, so a history that never grows this long carries no marker.)
       if (workflowInfo().continueAsNewSuggested && patched(CONTINUE_AS_NEW_AFTER_WAIT)) {
-        await continueAsNew<typeof deliveryWorkflow>({ deliveryId, retryKeys, resumeAttempt: attempt, statusWhileOpen: true });
+        await continueAsNew<typeof deliveryWorkflow>(continued(attempt));
       }
     }
   };
@@ -198,7 +205,7 @@ export async function deliveryWorkflow(input: DeliveryWorkflowInput): Promise<De
       // Retries that keep interrupting rounds grow one history: it continues as new as a long
       // wait does. The patch keeps open runs of the previous release replaying as they ran.
       if (workflowInfo().continueAsNewSuggested && patched(CONTINUE_AS_NEW_AFTER_INTERRUPT)) {
-        return continueAsNew<typeof deliveryWorkflow>({ deliveryId, retryKeys, statusWhileOpen: true });
+        return continueAsNew<typeof deliveryWorkflow>(continued());
       }
       continue;
     }
@@ -211,7 +218,7 @@ export async function deliveryWorkflow(input: DeliveryWorkflowInput): Promise<De
     if (!(await condition(() => retryRequested, DEAD_LETTER_WAIT_MS))) return 'dead_letter';
     upsertSearchAttributes([{ key: DeliveryStatusAttribute, value: 'pending' }]);
     if (workflowInfo().continueAsNewSuggested) {
-      return continueAsNew<typeof deliveryWorkflow>({ deliveryId, retryKeys, statusWhileOpen: true });
+      return continueAsNew<typeof deliveryWorkflow>(continued());
     }
   }
 }

@@ -162,8 +162,8 @@ const recordEventStatement = preparedPerDatabase((db) => {
              || translate(substr(encode(sha256(convert_to(${value('deliveryIdSeed')}::text || id, 'UTF8')), 'base64'), 1, 16), ${BASE64_DIGITS}, ${CROCKFORD_TWICE})
              as delivery_id, id as webhook_id, url
     from subscribed where exists (select from inserted)`);
-  // Never read (nothing returned): the rows come back from targets.
-  const created = db.$with('created', { id: sql<string>`id`.as('id') }).as(sql`
+  // Run for its effect: it returns nothing and declares no column (the rows come back from targets).
+  const created = db.$with('created', {}).as(sql`
     insert into deliveries (id, webhook_id, event_id, event, status, attempt_count, created_at, updated_at)
     select targets.delivery_id, targets.webhook_id, inserted.id, ${value('event')}, 'pending', 0, ${at}, ${at}
     from inserted cross join targets`);
