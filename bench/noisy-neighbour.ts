@@ -235,17 +235,14 @@ async function setUp(runId: string, ledger: DeliveryLedger<Phase>, neighbourLedg
   const settings = options.neighbour!;
   const healthy = await startWatchedEndpoint(HEALTHY_HOST, { failRatio: 0, failCap: 0 }, (id, t) => ledger.landed(id, t));
   // Both endpoints serve the run's one certificate, so the service trusts them through this file.
-  // The publish flood is about each project's publish quota: the service keeps its own then.
-  const planInputs = {
-    caFile: healthy.certFile,
-    nodeArgs: [],
-    env: scenarioServiceEnv(settings.scenario),
-    keepPublishQuota: settings.scenario === 'publish-flood' || settings.scenario === 'endpoint-recovery',
-  };
+  // The publish flood is about a project's publish quota: the service keeps its own then, and A,
+  // a project whose load the operator knows, has a quota of its --rate.
+  const keepPublishQuota = settings.scenario === 'publish-flood' || settings.scenario === 'endpoint-recovery';
+  const planInputs = { caFile: healthy.certFile, nodeArgs: [], env: scenarioServiceEnv(settings.scenario), keepPublishQuota };
   const target = await (options.cluster ? clusterTarget(planInputs, options.cluster) : serviceTarget(planInputs)).start();
   const database = await openDatabase({ kind: 'postgres', url: target.databaseUrl, poolMax: 1 });
   onCleanup(() => database.close());
-  const a = await createProject(database.db, target.apiUrls, `bench-${runId}-a`, [`${healthy.receiver.url}/hooks/0`]);
+  const a = await createProject(database.db, target.apiUrls, `bench-${runId}-a`, [`${healthy.receiver.url}/hooks/0`], keepPublishQuota ? { publishRate: options.rate } : {});
   healthy.receiver.setSecrets([a.webhooks[0]!.secret]);
   const publishA = createPublisher(target.apiUrls, a.producerKey, a.projectId, 64);
   onCleanup(async () => publishA.close());

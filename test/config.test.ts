@@ -50,6 +50,7 @@ describe('parseConfig', () => {
     expect(config.tracing).toBeUndefined();
     expect(config.retention).toEqual({ periodMs: 30 * 86_400_000, sweepIntervalMs: 3_600_000 });
     expect(config.bulkRetryRate).toBe(5);
+    expect(config.admission).toEqual({ publish: { rate: 3, burst: 3 }, maxWebhooks: 1000, maxBulkRetries: 3 });
     expect(config.autoDisable).toEqual({ afterMs: 5 * 86_400_000, minDeadLetters: 10 });
     expect(config.flow).toEqual({
       webhookMaxInFlight: 10,

@@ -60,11 +60,17 @@ export interface Neighbour {
 type NeighbourSetUp = (context: NeighbourContext) => Promise<Neighbour>;
 
 /** The projects of B, `webhooksEach` webhooks each, all on `endpoint` (webhook i of them all on the path `/hooks/i`). */
-async function createNeighbourProjects(context: NeighbourContext, endpoint: ReceiverHandle, projects: number, webhooksEach: number): Promise<BenchProject[]> {
+async function createNeighbourProjects(
+  context: NeighbourContext,
+  endpoint: ReceiverHandle,
+  projects: number,
+  webhooksEach: number,
+  quota: { publishRate?: number } = {},
+): Promise<BenchProject[]> {
   const created: BenchProject[] = [];
   for (let p = 0; p < projects; p += 1) {
     const urls = Array.from({ length: webhooksEach }, (_, w) => `${endpoint.url}/hooks/${p * webhooksEach + w}`);
-    created.push(await createProject(context.db, context.apiUrls, `bench-${context.runId}-b${projects > 1 ? p : ''}`, urls));
+    created.push(await createProject(context.db, context.apiUrls, `bench-${context.runId}-b${projects > 1 ? p : ''}`, urls, quota));
   }
   endpoint.setSecrets(created.flatMap((project) => project.webhooks.map((webhook) => webhook.secret)));
   return created;
@@ -297,7 +303,7 @@ async function bulkRetry(context: NeighbourContext): Promise<Neighbour> {
 }
 
 /**
- * 6. B publishes its --neighbour-events events at --neighbour-rate (its publish quota) to an
+ * 6. B publishes its --neighbour-events events at --neighbour-rate (its own publish quota) to an
  * endpoint that answers 500: its breaker opens, and its deliveries wait in its line and in their
  * retry backoff, or reach dead_letter. As A's second phase starts the endpoint answers 200 again,
  * and what B has left goes out beside A: what one customer's outage ending costs the others.
@@ -305,7 +311,8 @@ async function bulkRetry(context: NeighbourContext): Promise<Neighbour> {
 async function endpointRecovery(context: NeighbourContext): Promise<Neighbour> {
   const { events, rate } = context.settings;
   const endpoint = await context.startEndpoint({ failRatio: 1, failCap: 0 });
-  const [project] = await createNeighbourProjects(context, endpoint, 1, 1);
+  // B's outage backlog is the scenario, not its quota: the operator gave it one of its rate.
+  const [project] = await createNeighbourProjects(context, endpoint, 1, 1, { publishRate: rate });
   const webhookId = project!.webhooks[0]!.id;
   const publisher = openPublisher(context, project!, 64);
   let burst: Awaited<ReturnType<typeof publishBurst>> | undefined;

@@ -72,8 +72,9 @@ Noisy neighbour:
       many-projects     the same with --neighbour-projects projects of one webhook each on one hanging
                         endpoint (a path each); the events are spread round robin over the projects
       publish-flood     during A's second phase B publishes back to back on --neighbour-connections
-                        connections, to a healthy endpoint of its own; counts the events accepted and
-                        refused (429, with Retry-After); every accepted one must be delivered (else lost)
+                        connections, to a healthy endpoint of its own, at the configured publish quota
+                        (A has one of its --rate); counts the events accepted and refused (429, with
+                        Retry-After); every accepted one must be delivered (else lost)
       bulk-retry        B's --neighbour-events events are dead-lettered first: its endpoint answers 500
                         until they all are (--deadline s at most; the retry schedule and the circuit
                         breaker, its probes not spaced (CIRCUIT_BREAKER_PROBE_INTERVAL=0s), make that
@@ -84,13 +85,14 @@ Noisy neighbour:
       endpoint-recovery B publishes --neighbour-events events at --neighbour-rate to an endpoint that
                         answers 500 (its circuit breaker opens, its deliveries wait in line and in
                         their retry backoff); as A's second phase starts the endpoint answers 200
-                        again, and B's backlog goes out beside A; the publish quota is kept
+                        again, and B's backlog goes out beside A; the publish quota is kept (A and B
+                        have one of their rates)
   --neighbour-events <n>  B's events: hanging-webhook [1000; --quick 200]; many-webhooks, each delivered to
                         every webhook [100; --quick 10: 3,000 / 300 deliveries]; many-projects, in all [3000,
                         i.e. 100 per project; --quick 300]; bulk-retry, dead-lettered first [300; --quick 40];
                         endpoint-recovery, published during the outage [600; --quick 60]
   --neighbour-rate <n>  B's events per second before A's second phase (not publish-flood) [200;
-                        endpoint-recovery 10, the default publish quota]
+                        endpoint-recovery 10, which B is given as its own publish quota]
   --neighbour-hold <s>  how long B's hanging endpoint holds each request before answering 200 [45]; 0
                         answers at once (a healthy neighbour, the control run)
   --neighbour-settle <s>  the hanging scenarios: after B's burst is accepted, wait this long, then until

@@ -1,6 +1,7 @@
 /** The customers of a run: a project's API key, producer key and webhooks, made the way a customer gets them. */
 import type { Database } from '../../src/db/client.ts';
 import { createApiKey } from '../../src/db/queries/api-keys.ts';
+import { setProjectLimits } from '../../src/db/queries/limits.ts';
 
 /** A project of the run, with its webhooks in the order of their URLs. */
 export interface BenchProject {
@@ -15,9 +16,19 @@ export interface BenchProject {
 /**
  * Creates the project's API key and producer key straight in the database (as `npm run cli --
  * keys create` does), then one `docauth.completed` webhook per URL through the v2 API, spread
- * over the API replicas.
+ * over the API replicas. With `publishRate`, the project gets the operator's publish quota of that
+ * many events a second (and a second's worth at once), as `npm run cli -- limits set` gives a
+ * project whose load is known: a run that keeps the service's quota publishes at the rate it asks
+ * for, while the neighbour under test stays at the configured one.
  */
-export async function createProject(db: Database, apiUrls: readonly string[], projectId: string, urls: readonly string[]): Promise<BenchProject> {
+export async function createProject(
+  db: Database,
+  apiUrls: readonly string[],
+  projectId: string,
+  urls: readonly string[],
+  { publishRate }: { publishRate?: number } = {},
+): Promise<BenchProject> {
+  if (publishRate !== undefined) await setProjectLimits(db, projectId, { publishRate, publishBurst: Math.max(1, Math.ceil(publishRate)) });
   const { key, token } = await createApiKey(db, { projectId, services: ['webhooks'], name: 'bench' });
   const producer = await createApiKey(db, { projectId, services: ['events'], name: 'bench producer' });
   const webhooks: BenchProject['webhooks'] = [];
