@@ -25,8 +25,8 @@ const LONGEST_DATABASE_TIMEOUT_MS = 24 * 86_400_000;
 export const SHORTEST_RETENTION_PERIOD_MS = 3_600_000;
 
 /**
- * BULK_RETRY_RATE when unset: as much as a project's bulk retry adds beside a healthy project on a
- * 2-core machine while that project's deliveries stay within twice their latency alone (measured).
+ * BULK_RETRY_RATE when unset: sized from a bulk retry beside a healthy project on a 2-core machine,
+ * whose latency it kept near twice its figure alone (docs/performance.md, "The timer horizon").
  */
 export const DEFAULT_BULK_RETRY_RATE = 5;
 
