@@ -9,13 +9,15 @@
  * grows under load at any moment). A count over its budget names every statement counted.
  */
 import type { temporal } from '@temporalio/proto';
+import { eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { databaseKind, holdTableLock } from '../support/database.ts';
 import { startHarness, type Harness } from '../support/harness.ts';
 import { startHttpsReceiver, type HttpsReceiver } from '../support/https-receiver.ts';
 import { StatementCounter } from '../support/statement-counter.ts';
 import { waitFor } from '../support/wait.ts';
-import { createWebhookFor, publishFor, waitForDelivery } from '../delivery/support.ts';
+import { webhooks } from '../../src/db/schema.ts';
+import { BASE, createWebhookFor, publishFor, waitForDelivery } from '../delivery/support.ts';
 
 /** What one delivery cost. */
 interface DeliveryCost {
@@ -96,6 +98,63 @@ const BUDGETS: Record<'delivered at once' | 'failed once, then delivered' | 'dea
   },
 };
 
+/** What a retry of a dead-lettered delivery cost, from its request to the delivery. */
+interface RetryCost {
+  /** The request's and the send's together: the send may begin before the request has answered. */
+  statements: number;
+  transactions: number;
+  /** What the retry added to the delivery's workflow history, and the actions billed for it. */
+  historyEvents: number;
+  workflowTasks: number;
+  billedActions: number;
+  searchAttributeUpserts: number;
+  /** A bulk retry's own workflow, its whole history (none for a retry by hand). */
+  operationHistoryEvents: number;
+  operationBilledActions: number;
+}
+
+/** The budgets of a dead letter's retry (its endpoint now answering 200): today's counts, as {@link BUDGETS}. */
+const RETRY_BUDGETS: Record<'retried by hand' | 'retried by a bulk retry', RetryCost> = {
+  // The request: its API key, the webhook, the delivery, the delivery queued (pending again) and
+  // read back for the answer; then the send of 'delivered at once'. History: the signal and the
+  // workflow task it wakes (4), the 7-day wait's timer cancelled, the status upsert (pending), the
+  // send activity's 3 events, the workflow task it ends (3), completed. Billed: the signal, the
+  // upsert, the attempt.
+  'retried by hand': {
+    statements: 9,
+    transactions: 0,
+    historyEvents: 13,
+    workflowTasks: 2,
+    billedActions: 3,
+    searchAttributeUpserts: 1,
+    operationHistoryEvents: 0,
+    operationBilledActions: 0,
+  },
+  // The same for the delivery, queued and marked retried by the operation's step (2 statements)
+  // instead of the request's 3 on it. The operation, for its one delivery: the request (its API
+  // key, the webhook, in a transaction the project's lock, the count of its running operations,
+  // the row), and its workflow: started, a step that selects the page and signals the delivery
+  // (the operation, its webhook, its project's running operations, the queued items, the page,
+  // the queued items again), the wait for the rest of the step's second (a timer), a step that
+  // finds none left (4 statements), the end (the operation, its webhook, what it still had queued,
+  // the counts). A bulk retry over n dead letters adds per delivery the delivery's 13 events and 3
+  // actions, its 2 statements and the send's 4, and a step (4 statements, 11 events, 2 actions:
+  // the step and its timer) per BULK_RETRY_RATE deliveries.
+  'retried by a bulk retry': {
+    statements: 25,
+    transactions: 1,
+    historyEvents: 13,
+    workflowTasks: 2,
+    billedActions: 3,
+    searchAttributeUpserts: 1,
+    operationHistoryEvents: 30,
+    operationBilledActions: 5,
+  },
+};
+
+/** The name of the marker a local activity's result is recorded under (the SDK's core). */
+const LOCAL_ACTIVITY_MARKER = 'core_local_activity';
+
 /** Temporal's side of one delivery, read from its workflow's history. */
 function historyCost(events: temporal.api.history.v1.IHistoryEvent[]) {
   let workflowTasks = 0;
@@ -115,8 +174,8 @@ function historyCost(events: temporal.api.history.v1.IHistoryEvent[]) {
       workflowTasks += 1;
       localActivityTask = false;
     }
-    // Local activities are billed once per workflow task that recorded any.
-    if (event.markerRecordedEventAttributes && !localActivityTask) {
+    // Local activities are billed once per workflow task that recorded any; a patch's marker is not billed.
+    if (event.markerRecordedEventAttributes?.markerName === LOCAL_ACTIVITY_MARKER && !localActivityTask) {
       localActivityTask = true;
       billedActions += 1;
     }
@@ -157,13 +216,16 @@ const settled = (events: temporal.api.history.v1.IHistoryEvent[]) =>
   events.some((event) => event.workflowExecutionCompletedEventAttributes) ||
   events.some((event) => Number(event.timerStartedEventAttributes?.startToFireTimeout?.seconds ?? 0) >= 7 * 24 * 3600);
 
-/** The delivery's workflow history once it has settled. */
-async function settledHistory(deliveryId: string): Promise<temporal.api.history.v1.IHistoryEvent[]> {
+/** Whether the workflow has completed. */
+const completed = (events: temporal.api.history.v1.IHistoryEvent[]) => events.some((event) => event.workflowExecutionCompletedEventAttributes);
+
+/** The history of the workflow `workflowId` (a delivery's id, an operation's) once `isSettled` holds for it. */
+async function settledHistory(workflowId: string, isSettled = settled): Promise<temporal.api.history.v1.IHistoryEvent[]> {
   const deadline = Date.now() + 60_000;
   for (;;) {
-    const events = (await h.client.workflow.getHandle(deliveryId).fetchHistory()).events ?? [];
-    if (settled(events)) return events;
-    if (Date.now() > deadline) throw new Error(`the workflow of ${deliveryId} did not settle: ${events.length} events`);
+    const events = (await h.client.workflow.getHandle(workflowId).fetchHistory()).events ?? [];
+    if (isSettled(events)) return events;
+    if (Date.now() > deadline) throw new Error(`the workflow of ${workflowId} did not settle: ${events.length} events`);
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
 }
@@ -230,10 +292,53 @@ async function measure(
   };
 }
 
-/** Each count of `cost` within `budget`; a failure names every statement counted (those of the accept as well). */
-function expectWithinBudget(cost: Awaited<ReturnType<typeof measure>>, budget: DeliveryCost) {
-  for (const [what, limit] of Object.entries(budget) as Array<[keyof DeliveryCost, number]>) {
-    expect(cost[what], `${what} (budget ${limit}); the statements counted:\n${cost.statements.join('\n')}`).toBeLessThanOrEqual(limit);
+/**
+ * A delivery of a new webhook dead-lettered (its endpoint answering 500), the only one of its
+ * webhook; once its webhook's open circuit breaker would let a probe through (its last attempt
+ * spaced the next one CIRCUIT_BREAKER_PROBE_INTERVAL later), as it would for a retry made a
+ * moment after an outage rather than in the same second.
+ */
+async function deadLetter() {
+  receiver.behave(() => ({ status: 500 }));
+  const { key, webhookId } = await createWebhookFor(h, receiver.url);
+  const deliveryId = (await publishFor(h, key.projectId)).delivery_ids[0]!;
+  const before = (await settledHistory(deliveryId)).length;
+  const [webhook] = await h.db.select({ probeAt: webhooks.rateNextAt }).from(webhooks).where(eq(webhooks.id, webhookId));
+  await new Promise((resolve) => setTimeout(resolve, Math.max(0, (webhook?.probeAt?.getTime() ?? 0) - Date.now()) + 50));
+  return { token: key.token, webhookId, deliveryId, historyEventsBefore: before };
+}
+
+/**
+ * Retries a dead letter ({@link deadLetter}) by hand (`POST …/deliveries/{id}/retry`) or by a bulk
+ * retry of its webhook's dead letters, its endpoint now answering 200, and counts what the retry
+ * cost until the delivery's workflow (and the operation's) completed.
+ */
+async function measureRetry(how: 'by hand' | 'by a bulk retry'): Promise<RetryCost & { texts: string[] }> {
+  const dead = await deadLetter();
+  receiver.behave(() => ({ status: 200 }));
+  counter.take();
+  const path = `${BASE}/webhooks/${dead.webhookId}/deliveries${how === 'by hand' ? `/${dead.deliveryId}` : ''}/retry`;
+  const started = await h.request('POST', path, { token: dead.token, ...(how === 'by hand' ? {} : { body: { status: ['dead_letter'] } }) });
+  expect(started.status).toBe(202);
+  const events = (await settledHistory(dead.deliveryId, completed)).slice(dead.historyEventsBefore);
+  const operation = how === 'by hand' ? [] : await settledHistory(started.body.data.id as string, completed);
+  const total = counter.take();
+  const delivery = await waitForDelivery(h, dead.token, dead.webhookId, dead.deliveryId, (d) => d.status === 'delivered');
+  expect(delivery.attempt_count).toBe(6);
+  return {
+    texts: total.texts,
+    statements: total.statements,
+    transactions: total.transactions,
+    ...historyCost(events),
+    operationHistoryEvents: operation.length,
+    operationBilledActions: historyCost(operation).billedActions,
+  };
+}
+
+/** Each count of `cost` within `budget`; a failure names every statement counted (`texts`: those of the accept as well). */
+function expectWithinBudget<Cost extends DeliveryCost | RetryCost>(cost: Cost, budget: Cost, texts: string[]) {
+  for (const [what, limit] of Object.entries(budget) as Array<[keyof Cost, number]>) {
+    expect(cost[what], `${String(what)} (budget ${limit}); the statements counted:\n${texts.join('\n')}`).toBeLessThanOrEqual(limit);
   }
 }
 
@@ -248,7 +353,7 @@ describe.skipIf(!onPostgres)('the cost of one delivery', () => {
     const cost = await measure(status, behave);
     console.info(`cost of one delivery, ${name}: ${JSON.stringify({ ...cost, statements: undefined })}`);
     const budget = BUDGETS[name];
-    expectWithinBudget(cost, budget);
+    expectWithinBudget<DeliveryCost>(cost, budget, cost.statements);
   }, 90_000);
 
   it('waited once for its database, then delivered: within its budget, and no attempt used', async () => {
@@ -256,12 +361,18 @@ describe.skipIf(!onPostgres)('the cost of one delivery', () => {
     console.info(`cost of one delivery, waited once for its database, then delivered: ${JSON.stringify({ ...cost, statements: undefined })}`);
     expect(cost.attemptCount).toBe(1);
     const budget = BUDGETS['waited once for its database, then delivered'];
-    expectWithinBudget(cost, budget);
+    expectWithinBudget<DeliveryCost>(cost, budget, cost.statements);
   }, 90_000);
 
   it('delivered at once, signed by two secrets (a rotation\'s grace period) in both schemes: within the same budget', async () => {
     const cost = await measure('delivered', () => 200, 'two secrets, both schemes');
     const budget = BUDGETS['delivered at once'];
-    expectWithinBudget(cost, budget);
+    expectWithinBudget<DeliveryCost>(cost, budget, cost.statements);
   }, 90_000);
+
+  it.each([['retried by hand', 'by hand'], ['retried by a bulk retry', 'by a bulk retry']] as const)('a dead letter %s, then delivered: within its budget', async (name, how) => {
+    const { texts, ...cost } = await measureRetry(how);
+    console.info(`cost of a dead letter ${name}: ${JSON.stringify(cost)}`);
+    expectWithinBudget<RetryCost>(cost, RETRY_BUDGETS[name], texts);
+  }, 120_000);
 });
