@@ -5,7 +5,6 @@ import type { Database } from '../src/db/client.ts';
 import { pendingOperationItems, queueOperationItem, runningOperationsOf, selectOperationPage } from '../src/db/queries/operations.ts';
 import type { OperationStatus } from '../src/db/schema.ts';
 import { endOperation, runningOperation, signalOperationRetry, type RunningOperation } from '../src/operations/lifecycle.ts';
-import { sendPaceOf, type PaceSettings } from '../src/operations/pace.ts';
 import { heartbeatInBackground, withRetries, type ActivityCompletion, type HeartbeatAnswer } from '../src/temporal/activity-completion.ts';
 import type { BackgroundWork } from '../src/temporal/background-work.ts';
 import type { DeliveryScheduler } from '../src/temporal/scheduler.ts';
@@ -16,8 +15,6 @@ export interface OperationActivityDeps {
   db: Database;
   scheduler: DeliveryScheduler;
   logger: Logger;
-  /** What paces a webhook's sends: a step signals no faster than they may start. */
-  pace: PaceSettings;
   /** Reports the end of the steps whose signals are spread in the worker's background. */
   completion: ActivityCompletion;
   /** Where those steps run, which a stopping worker waits for (their reports go out). */
@@ -54,7 +51,7 @@ type PendingItem = Awaited<ReturnType<typeof pendingOperationItems>>[number];
 const NOTHING_LEFT: StepResult = { done: true, retried: 0, skipped: 0, waitMs: 0 };
 
 /** Creates the bulk retry operation's activities (the dependency-injection pattern). */
-export function createOperationActivities({ db, scheduler, logger, pace, completion, background, shutdownStarted, stopping }: OperationActivityDeps) {
+export function createOperationActivities({ db, scheduler, logger, completion, background, shutdownStarted, stopping }: OperationActivityDeps) {
   /**
    * The signals of a step, in the worker's background: the `k`-th delivery retried is signalled
    * `k / ratePerSecond` seconds after the step's start, so a step's deliveries reach the workers
@@ -126,8 +123,7 @@ export function createOperationActivities({ db, scheduler, logger, pace, complet
 
   return {
     /**
-     * One step of a bulk retry: the operation's share of its project's rate, or the pace its
-     * webhook's sends may start at when that is slower ({@link sendPaceOf}), this second's worth
+     * One step of a bulk retry: the operation's share of its project's rate, this second's worth
      * of deliveries (at least one, then a longer wait), signalled one after another over the
      * second in the worker's background. Selects the next page of matching deliveries first when
      * fewer than that are waiting. `done` when none is left and the selection is complete.
@@ -136,8 +132,7 @@ export function createOperationActivities({ db, scheduler, logger, pace, complet
       const activityStartedAt = Date.now();
       const running = await runningOperation(db, input.operationId);
       if (!running) return NOTHING_LEFT;
-      const projectOperations = Math.max(1, await runningOperationsOf(db, running.operation.projectId));
-      const share = Math.min(input.ratePerSecond / projectOperations, await sendPaceOf(db, running, pace, projectOperations));
+      const share = input.ratePerSecond / Math.max(1, await runningOperationsOf(db, running.operation.projectId));
       const limit = Math.max(1, Math.floor(share));
       let items = await pendingOperationItems(db, running.operation.id, limit);
       const selecting = items.length < limit && !running.operation.selectionComplete;

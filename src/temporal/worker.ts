@@ -203,7 +203,6 @@ export async function startDeliveryWorker(options: DeliveryWorkerOptions): Promi
         db: options.db,
         scheduler: options.scheduler,
         logger: options.logger.child({ component: 'operation' }),
-        pace: flowLimits,
         completion: options.completion,
         background: operationSteps,
         shutdownStarted: shutdownStarted.signal,

@@ -136,14 +136,12 @@ const RETRY_BUDGETS: Record<'retried by hand' | 'retried by a bulk retry', Retry
   // the row), and its workflow: started, a step that selects the page and signals the delivery
   // (the operation, its webhook, its project's running operations, the queued items, the page,
   // the queued items again), the wait for the rest of the step's second (a timer), a step that
-  // finds none left (4 statements, and since 2026-12-01 a fifth: the delivery's send closed its
-  // webhook's breaker, so the step reads its project's recovery pace, which a step goes no faster
-  // than while the webhook recovers), the end (the operation, its webhook, what it still had
-  // queued, the counts). A bulk retry over n dead letters adds per delivery the delivery's 13 events and 3
+  // finds none left (4 statements), the end (the operation, its webhook, what it still had queued,
+  // the counts). A bulk retry over n dead letters adds per delivery the delivery's 13 events and 3
   // actions, its 2 statements and the send's 4, and a step (4 statements, 11 events, 2 actions:
   // the step and its timer) per BULK_RETRY_RATE deliveries.
   'retried by a bulk retry': {
-    statements: 26,
+    statements: 25,
     transactions: 1,
     historyEvents: 13,
     workflowTasks: 2,

@@ -164,9 +164,7 @@ describe('POST /webhooks/{id}/deliveries/retry', () => {
   }, TEST_MS);
 
   it('continues as new across pages and finishes the same operation', async () => {
-    // Stored dead letters, their webhook's breaker closed: nothing paces its sends below the rate.
-    const { key, webhookId } = await createWebhookFor(h, receiver.url);
-    const ids = await seededDeadLetters(key, webhookId, 6);
+    const { key, webhookId, ids } = await deadLettered(6);
     receiver.behave(() => ({ status: 200 }));
     const webhook = await findWebhook(h.db, webhookId);
     const operation = (await createRetryOperation(h.db, { projectId: key.projectId, webhookId, statuses: ['dead_letter'], until: new Date() }, 3)) as OperationView;
@@ -273,27 +271,6 @@ describe('POST /webhooks/{id}/deliveries/retry', () => {
     const history = await h.client.workflow.getHandle(operationId).fetchHistory();
     const steps = (history.events ?? []).filter((event) => event.activityTaskScheduledEventAttributes?.activityType?.name === 'retryOperationStep');
     expect(steps.length).toBeGreaterThanOrEqual(2);
-  }, 120_000);
-
-  it("signals no faster than its webhook's rate_limit lets the sends start: no delivery is signalled only to wait for its start", async () => {
-    const { key, webhookId } = await createWebhookFor(h, receiver.url, { rate_limit: 1 });
-    const ids = await seededDeadLetters(key, webhookId, 5);
-    receiver.behave(() => ({ status: 200 }));
-    const started = await h.request('POST', `${BASE}/webhooks/${webhookId}/deliveries/retry`, { token: key.token });
-    expect(started.status).toBe(202);
-    await waitForOperation(key.token, webhookId, started.body.data.id, (op) => op.status === 'completed' && op.retried === ids.length);
-    for (const id of ids) await waitForDelivery(h, key.token, webhookId, id, (d) => d.status === 'delivered');
-
-    // A delivery given a later start waits for it on a timer. At RATE a second beside a limit of
-    // one, the fourth of a step's deliveries would have waited over 2 s; at the limit's pace a
-    // wait is at most what a signal's way to its send varies (tens of milliseconds).
-    const waitsMs = await Promise.all(
-      ids.map(async (id) => {
-        const { events } = await h.client.workflow.getHandle(id).fetchHistory();
-        return (events ?? []).map((event) => event.timerStartedEventAttributes?.startToFireTimeout).filter((timeout) => timeout).map((timeout) => Number(timeout!.seconds ?? 0) * 1000 + Math.floor((timeout!.nanos ?? 0) / 1e6));
-      }),
-    );
-    expect(Math.max(0, ...waitsMs.flat()), `waits ${JSON.stringify(waitsMs)} ms`).toBeLessThan(1000);
   }, 120_000);
 
   it('ends a step with the signals it sent when its worker begins to stop; the next worker retries the rest, each once', async () => {

@@ -55,12 +55,6 @@ const destinationStored = (row: typeof destinationLimits.$inferSelect): StoredLi
   updatedAt: row.updatedAt,
 });
 
-/** The project's own recovery pace (`limits set --recovery-rate`; 0: not paced), or null when it has none. */
-export async function projectRecoveryRate(db: Database, projectId: string): Promise<number | null> {
-  const [row] = await db.select({ recoveryRate: projectLimits.recoveryRate }).from(projectLimits).where(eq(projectLimits.projectId, projectId));
-  return row?.recoveryRate ?? null;
-}
-
 /**
  * The destination a host, `host:port` or URL names, as sends are counted: the same function
  * that computes `webhooks.destination` from a webhook's URL (migration 0009), so that the
