@@ -155,7 +155,8 @@ describe('the repair check', () => {
       recordEvent(h.db, h.secretBox, { projectId, event: 'docauth.completed', occurredAt: new Date(Date.now() - MINUTE_MS), payload: docauthData() });
     for (let i = 0; i < 12; i += 1) await store(many.key.projectId);
     const lone = await store(one.key.projectId);
-    const listed = await listUndispatchedEvents(h.db, new Date(), 5, 3);
+    // A second ahead: an event stored in this very millisecond is not before `new Date()`.
+    const listed = await listUndispatchedEvents(h.db, new Date(Date.now() + 1_000), 5, 3);
     expect(listed.filter(({ event }) => event.projectId === many.key.projectId)).toHaveLength(3);
     expect(listed.map(({ event }) => event.id)).toContain(lone.event.id);
   });
