@@ -9,14 +9,13 @@
  * grows under load at any moment). A count over its budget names every statement counted.
  */
 import type { temporal } from '@temporalio/proto';
-import { eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { databaseKind, holdTableLock } from '../support/database.ts';
 import { startHarness, type Harness } from '../support/harness.ts';
 import { startHttpsReceiver, type HttpsReceiver } from '../support/https-receiver.ts';
 import { StatementCounter } from '../support/statement-counter.ts';
 import { waitFor } from '../support/wait.ts';
-import { webhooks } from '../../src/db/schema.ts';
+import { findWebhook } from '../../src/db/queries/webhooks.ts';
 import { BASE, createWebhookFor, publishFor, waitForDelivery } from '../delivery/support.ts';
 
 /** What one delivery cost. */
@@ -211,13 +210,12 @@ async function countedPublish(harness: Harness, projectId: string) {
   return { deliveryId: published.delivery_ids[0]!, counted: counter.take() };
 }
 
-/** Whether the workflow has settled: completed, or waiting out its dead letter with its 7-day timer. */
-const settled = (events: temporal.api.history.v1.IHistoryEvent[]) =>
-  events.some((event) => event.workflowExecutionCompletedEventAttributes) ||
-  events.some((event) => Number(event.timerStartedEventAttributes?.startToFireTimeout?.seconds ?? 0) >= 7 * 24 * 3600);
-
 /** Whether the workflow has completed. */
 const completed = (events: temporal.api.history.v1.IHistoryEvent[]) => events.some((event) => event.workflowExecutionCompletedEventAttributes);
+
+/** Whether the workflow has settled: completed, or waiting out its dead letter with its 7-day timer. */
+const settled = (events: temporal.api.history.v1.IHistoryEvent[]) =>
+  completed(events) || events.some((event) => Number(event.timerStartedEventAttributes?.startToFireTimeout?.seconds ?? 0) >= 7 * 24 * 3600);
 
 /** The history of the workflow `workflowId` (a delivery's id, an operation's) once `isSettled` holds for it. */
 async function settledHistory(workflowId: string, isSettled = settled): Promise<temporal.api.history.v1.IHistoryEvent[]> {
@@ -303,8 +301,8 @@ async function deadLetter() {
   const { key, webhookId } = await createWebhookFor(h, receiver.url);
   const deliveryId = (await publishFor(h, key.projectId)).delivery_ids[0]!;
   const before = (await settledHistory(deliveryId)).length;
-  const [webhook] = await h.db.select({ probeAt: webhooks.rateNextAt }).from(webhooks).where(eq(webhooks.id, webhookId));
-  await new Promise((resolve) => setTimeout(resolve, Math.max(0, (webhook?.probeAt?.getTime() ?? 0) - Date.now()) + 50));
+  const probeAt = (await findWebhook(h.db, webhookId))?.rateNextAt?.getTime() ?? 0;
+  await new Promise((resolve) => setTimeout(resolve, Math.max(0, probeAt - Date.now()) + 50));
   return { token: key.token, webhookId, deliveryId, historyEventsBefore: before };
 }
 
