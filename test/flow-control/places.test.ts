@@ -1,6 +1,6 @@
 import { eq, sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { queryRows, type DatabaseHandle } from '../../src/db/client.ts';
+import { queryRows, type Database, type DatabaseHandle } from '../../src/db/client.ts';
 import { finishAttempt, startAttempt, type AttemptResult } from '../../src/db/queries/deliveries.ts';
 import { updateWebhook } from '../../src/db/queries/webhooks.ts';
 import { destinationLimits, projectLimits, sendPlaces, sendWaiters, webhooks } from '../../src/db/schema.ts';
@@ -105,9 +105,9 @@ describe('places of a webhook', () => {
       await Promise.all((await release(id, wide)).map(serve));
     };
     await Promise.all(ids.map(serve));
-    // A waiter that joined its line while the last place was being given back, or that a wake
-    // passed over while another call held its row, is left to its own recheck (turnRecheckMs):
-    // those left ask again, as their workflows would.
+    // A waiter that a wake passed over while another call held its row, or that gave up waiting
+    // for its line's lock, is left to its own recheck (turnRecheckMs): those left ask again, as
+    // their workflows would.
     for (let round = 0; served.size < ids.length && round < 40; round += 1) {
       await Promise.all(ids.filter((id) => !served.has(id)).map(serve));
     }
@@ -650,6 +650,72 @@ describe('a request for places that meets a give-back of its delivery', () => {
     expect(destinationLocked).toBe(1);
     expect(second).toEqual({ decision: 'granted', wake: [] });
     expect(await placesOf(id)).toEqual(['d', 'p', 'w']);
+  });
+});
+
+describe('a request for places and a give-back at the same instant', () => {
+  const single = { ...limits, webhookMaxInFlight: 1 };
+
+  /**
+   * Runs `call` in a transaction that stays open 100 ms after it answered (a give-back commits
+   * sooner; a request tries the line's lock for 500 ms), while `meanwhile` runs; answers both.
+   */
+  async function heldOpen<T, U>(call: (tx: Database) => Promise<T>, meanwhile: () => Promise<U>): Promise<[T, U]> {
+    let answered!: (value: T) => void;
+    const answer = new Promise<T>((resolve) => (answered = resolve));
+    const transaction = handle.db.transaction(async (tx) => {
+      answered(await call(tx as unknown as Database));
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    });
+    const first = await answer;
+    const [second] = await Promise.all([meanwhile(), transaction]);
+    return [first, second];
+  }
+
+  it('gives the place to a request that comes while the give-back of it has not committed, rather than leave it in line until its recheck', async () => {
+    const { ids } = await webhookWithDeliveries(2);
+    const [holder, waiter] = ids as [string, string];
+    expect(await decisionOf(acquire(holder, single))).toBe('granted');
+    const [woken, asked] = await heldOpen(
+      (tx) => releaseSendPlaces(tx, holder, attemptOf(holder), single),
+      () => acquire(waiter, single),
+    );
+    expect(woken).toEqual([]);
+    expect(asked).toEqual({ decision: 'granted', wake: [] });
+  });
+
+  it('wakes a request that joined the line in a transaction not yet committed when the place was given back', async () => {
+    const { ids } = await webhookWithDeliveries(2);
+    const [holder, waiter] = ids as [string, string];
+    expect(await decisionOf(acquire(holder, single))).toBe('granted');
+    const [asked, woken] = await heldOpen(
+      (tx) => acquireSendPlaces(tx, waiter, attemptOf(waiter), single),
+      () => release(holder, single),
+    );
+    expect(asked).toEqual({ decision: 'wait_turn', blocked: 'webhook', ahead: 0, wake: [] });
+    expect(woken).toEqual([waiter]);
+    expect(await decisionOf(acquire(waiter, single))).toBe('granted');
+  });
+
+  it("does the same at a destination's places, shared by two projects", async () => {
+    const url = `https://127.0.0.7:${1000 + sequence}/hooks`;
+    const narrow = { ...limits, destinationMaxInFlight: 1 };
+    const first = await webhookWithDeliveries(2, { url });
+    const second = await webhookWithDeliveries(1, { url });
+    const [holder, queued] = first.ids as [string, string];
+    const other = second.ids[0]!;
+    expect(await decisionOf(acquire(holder, narrow))).toBe('granted');
+    const [woken, asked] = await heldOpen(
+      (tx) => releaseSendPlaces(tx, holder, attemptOf(holder), narrow),
+      () => acquire(other, narrow),
+    );
+    expect([woken, asked]).toEqual([[], { decision: 'granted', wake: [] }]);
+    const [queuedAsked, wokenNext] = await heldOpen(
+      (tx) => acquireSendPlaces(tx, queued, attemptOf(queued), narrow),
+      () => release(other, narrow),
+    );
+    expect(queuedAsked).toEqual({ decision: 'wait_turn', blocked: 'destination', ahead: 0, wake: [] });
+    expect(wokenNext).toEqual([queued]);
   });
 });
 
