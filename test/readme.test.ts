@@ -13,6 +13,7 @@ import {
 } from './support/embedded-service.ts';
 import { portIsFree } from '../src/local/cluster/processes.ts';
 import { readmeCommands, runToEnd } from './support/readme.ts';
+import { deadlineIn } from './support/wait.ts';
 
 /*
  * The README's first delivery, run as written: its commands are read from README.md, in order,
@@ -43,11 +44,11 @@ async function freshCheckout(): Promise<string> {
 }
 
 async function waitForOutput(group: GroupProcess, pattern: RegExp, what: string, timeoutMs = 120_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
+  const deadline = deadlineIn(timeoutMs);
   let exited = false;
   void group.exited.then(() => (exited = true));
   while (!pattern.test(group.output())) {
-    if (exited || Date.now() > deadline) {
+    if (exited || deadline.passed()) {
       throw new Error(`${what} ${exited ? 'exited' : 'did not print'} ${pattern}:\n${lastLines(group.output())}`);
     }
     await new Promise((resolve) => setTimeout(resolve, 200));
@@ -56,14 +57,14 @@ async function waitForOutput(group: GroupProcess, pattern: RegExp, what: string,
 
 /** Waits until no process of the group is left: npm returns before the command it ran has finished. */
 async function waitUntilGone(group: GroupProcess, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
+  const deadline = deadlineIn(timeoutMs);
   for (;;) {
     try {
       process.kill(-group.child.pid!, 0);
     } catch {
       return;
     }
-    if (Date.now() > deadline) throw new Error(`a process of \`${group.child.spawnargs.join(' ')}\` is still running`);
+    if (deadline.passed()) throw new Error(`a process of \`${group.child.spawnargs.join(' ')}\` is still running`);
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
 }

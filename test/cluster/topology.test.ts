@@ -30,6 +30,7 @@ import { startHttpsReceiver, type HttpsReceiver, type ReceivedRequest } from '..
 import { freePort } from '../support/ports.ts';
 import { serviceNodeFlags } from '../support/service-command.ts';
 import { attemptSpans, expectOneDeliveryTrace, only, spansOf } from '../support/traces.ts';
+import { deadlineIn } from '../support/wait.ts';
 
 const run = promisify(execFile);
 const REPO_ROOT = path.resolve(import.meta.dirname, '../..');
@@ -49,11 +50,11 @@ async function call(url: string, init: Parameters<typeof httpCall>[1] = {}): Pro
 }
 
 async function poll<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 90_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
+  const deadline = deadlineIn(timeoutMs);
   for (;;) {
     const value = await probe();
     if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    if (deadline.passed()) throw new Error(`timed out waiting for ${what}`);
     await new Promise((resolve) => setTimeout(resolve, 250));
   }
 }

@@ -14,7 +14,7 @@ import { databaseKind, holdTableLock } from '../support/database.ts';
 import { startHarness, type Harness } from '../support/harness.ts';
 import { startHttpsReceiver, type HttpsReceiver } from '../support/https-receiver.ts';
 import { StatementCounter } from '../support/statement-counter.ts';
-import { waitFor } from '../support/wait.ts';
+import { deadlineIn, waitFor } from '../support/wait.ts';
 import { findWebhook } from '../../src/db/queries/webhooks.ts';
 import { BASE, createWebhookFor, publishFor, waitForDelivery } from '../delivery/support.ts';
 
@@ -219,11 +219,11 @@ const settled = (events: temporal.api.history.v1.IHistoryEvent[]) =>
 
 /** The history of the workflow `workflowId` (a delivery's id, an operation's) once `isSettled` holds for it. */
 async function settledHistory(workflowId: string, isSettled = settled): Promise<temporal.api.history.v1.IHistoryEvent[]> {
-  const deadline = Date.now() + 60_000;
+  const deadline = deadlineIn(60_000);
   for (;;) {
     const events = (await h.client.workflow.getHandle(workflowId).fetchHistory()).events ?? [];
     if (isSettled(events)) return events;
-    if (Date.now() > deadline) throw new Error(`the workflow of ${workflowId} did not settle: ${events.length} events`);
+    if (deadline.passed()) throw new Error(`the workflow of ${workflowId} did not settle: ${events.length} events`);
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
 }

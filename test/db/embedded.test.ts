@@ -17,6 +17,7 @@ import {
   type EmbeddedPostgres,
 } from '../../src/local/embedded-database.ts';
 import { freePort } from '../support/ports.ts';
+import { deadlineIn } from '../support/wait.ts';
 
 const run = promisify(execFile);
 const PSQL = '/usr/bin/psql';
@@ -374,7 +375,7 @@ describe('the embedded database served over the socket', () => {
 describe('the embedded database process (what `npm start` runs)', () => {
   /** Polls until process `pid` has exited. */
   async function waitGone(pid: number, timeoutMs = 30_000): Promise<boolean> {
-    for (const deadline = Date.now() + timeoutMs; Date.now() < deadline; ) {
+    for (const deadline = deadlineIn(timeoutMs); !deadline.passed(); ) {
       try {
         process.kill(pid, 0);
       } catch {

@@ -3,6 +3,7 @@ import { expect } from 'vitest';
 import type { Harness } from '../support/harness.ts';
 import { docauthData } from '../support/harness.ts';
 import type { ReceivedRequest } from '../support/https-receiver.ts';
+import { deadlineIn } from '../support/wait.ts';
 
 export const BASE = '/api-gateway/v2';
 
@@ -33,9 +34,9 @@ export async function waitForDelivery(
   predicate: (delivery: Record<string, any>) => boolean,
   timeoutMs = 45_000,
 ): Promise<Record<string, any>> {
-  const deadline = Date.now() + timeoutMs;
+  const deadline = deadlineIn(timeoutMs);
   let last: Record<string, any> | undefined;
-  while (Date.now() < deadline) {
+  while (!deadline.passed()) {
     const response = await h.request('GET', `${BASE}/webhooks/${webhookId}/deliveries/${deliveryId}`, { token });
     last = response.body?.data;
     if (last && predicate(last)) return last;

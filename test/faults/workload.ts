@@ -14,7 +14,7 @@ import { docauthData as sharedDocauthData } from '../support/event-data.ts';
 import { queryRows, type Database } from '../../src/db/client.ts';
 import { call, isV2ErrorBody, type NoAnswer } from '../support/http.ts';
 import type { DedupeReceiver } from './receiver.ts';
-import { sleep, waitFor } from '../support/wait.ts';
+import { deadlineIn, sleep, waitFor } from '../support/wait.ts';
 
 /** What the workload needs of the service under test, whichever topology runs it. */
 export interface Deployment {
@@ -186,7 +186,7 @@ export class Publisher {
       event: 'docauth.completed',
       data: docauthData(record.id),
     };
-    const giveUpAt = Date.now() + giveUpAfterMs;
+    const giveUpAt = deadlineIn(giveUpAfterMs);
     for (let backoff = 250; ; backoff = Math.min(backoff * 2, 2_000)) {
       record.tries += 1;
       this.#inFlight += 1;
@@ -208,7 +208,7 @@ export class Publisher {
         if (answer.status < 500) return; // a 4xx is final: nothing to retry
         if (this.options.retryServerErrors === false) return;
       }
-      if (Date.now() > giveUpAt) return;
+      if (giveUpAt.passed()) return;
       await sleep(backoff);
     }
   }

@@ -7,6 +7,7 @@ import { docauthData } from '../support/harness.ts';
 import { killStarted, lastLines, startService, waitForExit, waitForReady, type GroupProcess } from '../support/embedded-service.ts';
 import { startHttpsReceiver, type HttpsReceiver } from '../support/https-receiver.ts';
 import { freePort } from '../support/ports.ts';
+import { deadlineIn } from '../support/wait.ts';
 
 const V2 = '/api-gateway/v2';
 const DELIVERED_TIMEOUT_MS = 60_000;
@@ -36,9 +37,9 @@ async function fetchText(url: string): Promise<string> {
 
 /** Polls `probe` until it answers a value; fails naming `what`, with the last lines `owner` printed. */
 async function waitUntil<T>(what: string, probe: () => Promise<T | undefined>, owner: GroupProcess, timeoutMs: number): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
+  const deadline = deadlineIn(timeoutMs);
   let last: unknown;
-  while (Date.now() < deadline) {
+  while (!deadline.passed()) {
     try {
       const value = await probe();
       if (value !== undefined) return value;

@@ -8,7 +8,7 @@ import { findWebhook } from '../../src/db/queries/webhooks.ts';
 import { repairOrphanedOperations } from '../../src/repair/orphaned-operations.ts';
 import { DeliveryScheduler } from '../../src/temporal/scheduler.ts';
 import { bulkRetryWorkflow } from '../../workflows/bulk-retry.ts';
-import { waitFor } from '../support/wait.ts';
+import { deadlineIn, waitFor } from '../support/wait.ts';
 import { docauthData, startHarness, type Harness } from '../support/harness.ts';
 import { startHttpsReceiver, type HttpsReceiver } from '../support/https-receiver.ts';
 
@@ -27,11 +27,11 @@ afterAll(async () => {
 });
 
 async function waitForOperation(token: string, webhookId: string, operationId: string, predicate: (op: Record<string, any>) => boolean) {
-  const deadline = Date.now() + 60_000;
+  const deadline = deadlineIn(60_000);
   for (;;) {
     const response = await h.request('GET', `${BASE}/webhooks/${webhookId}/operations/${operationId}`, { token });
     if (predicate(response.body.data)) return response.body.data as Record<string, any>;
-    if (Date.now() > deadline) throw new Error(`operation ${operationId}: ${JSON.stringify(response.body)}`);
+    if (deadline.passed()) throw new Error(`operation ${operationId}: ${JSON.stringify(response.body)}`);
     await new Promise((resolve) => setTimeout(resolve, 200));
   }
 }
@@ -100,8 +100,8 @@ async function deadLettered(count: number) {
   const { key, webhookId } = await createWebhookFor(h, receiver.url);
   const ids: string[] = [];
   for (let i = 0; i < count; i += 1) ids.push(...(await publishFor(h, key.projectId)).delivery_ids);
-  const deadline = Date.now() + DEAD_LETTERING_MS;
-  for (const id of ids) await waitForDelivery(h, key.token, webhookId, id, (d) => d.status === 'dead_letter', Math.max(1, deadline - Date.now()));
+  const deadline = deadlineIn(DEAD_LETTERING_MS);
+  for (const id of ids) await waitForDelivery(h, key.token, webhookId, id, (d) => d.status === 'dead_letter', Math.max(1, deadline.leftMs()));
   return { key, webhookId, ids };
 }
 

@@ -6,6 +6,7 @@ import { verifyWebhook } from '../../src/receiver/index.ts';
 import { generateWebhookSecret } from '../../src/secrets/crypto.ts';
 import { NON_RETRYABLE, NON_RETRYABLE_REASONS } from '../../workflows/failure-types.ts';
 import { harnessWithReceiver } from '../support/harness.ts';
+import { deadlineIn } from '../support/wait.ts';
 
 /*
  * Finding: webhook secrets were sealed without the webhook's id as authenticated data, so
@@ -47,8 +48,8 @@ const requestsFor = (deliveryId: string) => started.receiver.requests.filter((re
  * that does not open dead-letters it at its first attempt, which sent nothing.
  */
 async function firstOutcome(deliveryId: string): Promise<'sent' | 'send failed'> {
-  const deadline = Date.now() + 45_000;
-  while (Date.now() < deadline) {
+  const deadline = deadlineIn(45_000);
+  while (!deadline.passed()) {
     if (requestsFor(deliveryId).length > 0) return 'sent';
     const [row] = await queryRows<{ status: string; last_error: string | null }>(started.harness.db, sql`select status, last_error from deliveries where id = ${deliveryId}`);
     if (row?.status === 'dead_letter') {

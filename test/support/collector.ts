@@ -11,6 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { ensureCollector } from '../../scripts/otel-collector.mjs';
 import { freePort } from './ports.ts';
+import { deadlineIn } from './wait.ts';
 
 /** An attribute value as OTLP JSON carries it. */
 interface OtlpValue {
@@ -137,9 +138,9 @@ export async function startCollector(): Promise<Collector> {
   let running = true;
   void exited.then(() => (running = false));
 
-  const deadline = Date.now() + 30_000;
+  const deadline = deadlineIn(30_000);
   while (!((await acceptsConnections(grpcPort)) && (await acceptsConnections(httpPort)))) {
-    if (!running || Date.now() > deadline) {
+    if (!running || deadline.passed()) {
       child.kill('SIGKILL');
       rmSync(dir, { recursive: true, force: true });
       throw new Error(`the collector did not start:\n${log}`);

@@ -7,6 +7,7 @@ import { parseConfig } from '../../src/config.ts';
 import { openDatabase, type DatabaseHandle, type OpenOptions, type StatementTimeouts } from '../../src/db/client.ts';
 import { startEmbeddedPostgres } from '../../src/local/embedded-database.ts';
 import { freePort } from './ports.ts';
+import { deadlineIn } from './wait.ts';
 
 /** Which database the suite runs on: real Postgres when DATABASE_URL is set, PGlite otherwise. */
 export const databaseKind = parseConfig(process.env).database.kind;
@@ -45,14 +46,14 @@ export async function dropScratchDatabase(
   name: string,
   patienceMs = 60_000,
 ): Promise<void> {
-  const deadline = Date.now() + patienceMs;
+  const deadline = deadlineIn(patienceMs);
   for (;;) {
     try {
       await admin.unsafe(`drop database if exists ${name} with (force)`);
       return;
     } catch (error) {
       const refused = error instanceof postgres.PostgresError && error.code === INSUFFICIENT_PRIVILEGE;
-      if (!refused || Date.now() >= deadline) throw error;
+      if (!refused || deadline.passed()) throw error;
       await new Promise((resolve) => setTimeout(resolve, 250));
     }
   }

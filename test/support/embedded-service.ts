@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { freePort } from './ports.ts';
 import { serviceNodeFlags } from './service-command.ts';
+import { deadlineIn } from './wait.ts';
 
 /*
  * The service as a user runs it (`npm start` in a terminal), for the tests that start it for
@@ -100,11 +101,11 @@ export function lastLines(text: string, count = 30): string {
 
 /** Waits until the service's `/readyz` on `port` answers 200; fails if it exits first. */
 export async function waitForReady(service: GroupProcess, port: number): Promise<void> {
-  const deadline = Date.now() + READY_TIMEOUT_MS;
+  const deadline = deadlineIn(READY_TIMEOUT_MS);
   let exited = false;
   void service.exited.then(() => (exited = true));
   let last = '';
-  while (Date.now() < deadline && !exited) {
+  while (!deadline.passed() && !exited) {
     try {
       const response = await fetch(`http://127.0.0.1:${port}/readyz`, { signal: AbortSignal.timeout(5_000) });
       if (response.status === 200) return;

@@ -25,6 +25,7 @@ import { connectToTestTemporal } from '../support/harness.ts';
 import { startHttpsReceiver, type HttpsReceiver, type ReceivedRequest } from '../support/https-receiver.ts';
 import { serviceNodeFlags } from '../support/service-command.ts';
 import { attemptSpans, expectOneDeliveryTrace, named, only, spansOf } from '../support/traces.ts';
+import { deadlineIn } from '../support/wait.ts';
 
 const V2 = '/api-gateway/v2';
 const PRELOAD = path.join(import.meta.dirname, 'loaded-modules.mjs');
@@ -212,9 +213,9 @@ async function publish(service: Service, project: Project, data = docauthData(),
 }
 
 async function waitForStatus(service: Service, project: Project, webhookId: string, deliveryId: string, status: string): Promise<void> {
-  const deadline = Date.now() + 60_000;
+  const deadline = deadlineIn(60_000);
   let last: unknown;
-  while (Date.now() < deadline) {
+  while (!deadline.passed()) {
     const delivery = await call(`${service.api}${V2}/webhooks/${webhookId}/deliveries/${deliveryId}`, { token: project.token });
     last = delivery.body.data;
     if (delivery.body.data?.status === status) return;
