@@ -1,12 +1,15 @@
+import { availableParallelism } from 'node:os';
 import { portIsFree } from '../../src/local/cluster/processes.ts';
 
 const FIRST_PORT = 10_000;
-const SLICES = 16;
-const SLICE_SIZE = 10_000 / SLICES;
-// Each vitest worker (and the main process, which has no pool id) draws from a slice of its own:
-// a port one file has picked but whose server has not bound it yet (a service takes seconds to
-// start) must not be picked by a file running beside it. The cursor walks the slice from a random
-// start, so one process does not hand out a port twice until it has gone round 625 of them.
+// One slice for each vitest worker (their pool ids run up to the cores less one; see
+// vitest.config.ts) and one for the main process, which has no pool id: at least 16.
+const SLICES = Math.max(16, availableParallelism() + 1);
+const SLICE_SIZE = Math.floor(10_000 / SLICES);
+// Each process draws from a slice of its own: a port one file has picked but whose server has not
+// bound it yet (a service takes seconds to start) must not be picked by a file running beside it.
+// The cursor walks the slice from a random start, so one process does not hand out a port twice
+// until it has gone round its slice (625 ports on up to 15 cores).
 const slice = Number(process.env.VITEST_POOL_ID ?? 0) % SLICES;
 let cursor = Math.floor(Math.random() * SLICE_SIZE);
 
