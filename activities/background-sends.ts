@@ -95,7 +95,7 @@ export function createBackgroundSends({ db, logger, flow, attemptDeps, completio
     const stopHeartbeats = heartbeatInBackground(
       completion,
       taskToken,
-      { firstMs: firstBackgroundHeartbeatMs(Date.now() - activityStartedAt), everyMs: BACKGROUND_HEARTBEAT_MS },
+      { firstMs: firstBackgroundHeartbeatMs(performance.now() - activityStartedAt), everyMs: BACKGROUND_HEARTBEAT_MS },
       (heard) => {
         answer = heard;
         abort.abort();

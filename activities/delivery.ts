@@ -105,7 +105,8 @@ export function createDeliveryActivities({ db, secretBox, sender, logger, metric
      * (the activity completes asynchronously), so a slow endpoint holds no worker slot.
      */
     async sendDelivery(deliveryId: string, round: RoundPosition = { attemptsBefore: 0 }): Promise<'delivered' | 'gone' | SendWait> {
-      const startedAt = Date.now();
+      // On the monotonic clock: only durations are measured from it.
+      const startedAt = performance.now();
       const context = Context.current();
       const { info } = context;
       // An outcome not recorded by then is left to the retry policy, before the server times the activity out.
@@ -125,7 +126,7 @@ export function createDeliveryActivities({ db, secretBox, sender, logger, metric
           metrics.sendWaits.inc({ reason: 'worker_stopping' });
           return { attempt: roundAttempt, wait: 'worker', waitMs: WORKER_STOPPING_WAIT_MS };
         }
-        const databaseTries: UnavailableTries = { until: Math.min(recordBy, Date.now() + DATABASE_TRIES_MS), signal: context.cancellationSignal, reasons: ['database_unreachable'] };
+        const databaseTries: UnavailableTries = { until: Math.min(recordBy, performance.now() + DATABASE_TRIES_MS), signal: context.cancellationSignal, reasons: ['database_unreachable'] };
         const newRound = round.attemptsBefore === 0 && info.attempt === 1;
         const places = await retryWhileUnavailable(() => acquireSendPlaces(db, deliveryId, attempt, flow.limits, newRound), databaseTries);
         wake(places.wake);

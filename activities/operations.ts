@@ -74,14 +74,14 @@ export function createOperationActivities({ db, scheduler, logger, completion, b
     const stopHeartbeats = heartbeatInBackground(
       completion,
       taskToken,
-      { firstMs: Math.max(0, activityStartedAt + STEP_HEARTBEAT_MS - Date.now()), everyMs: STEP_HEARTBEAT_MS },
+      { firstMs: Math.max(0, activityStartedAt + STEP_HEARTBEAT_MS - performance.now()), everyMs: STEP_HEARTBEAT_MS },
       (heard) => (answer = heard),
     );
     let retried = 0;
     let skipped = 0;
     try {
       for (const item of items) {
-        const dueInMs = startedAt + (retried * 1000) / ratePerSecond - Date.now();
+        const dueInMs = startedAt + (retried * 1000) / ratePerSecond - performance.now();
         if (dueInMs > 0) await sleep(dueInMs, undefined, { signal: shutdownStarted }).catch(() => {});
         if (shutdownStarted.aborted || answer !== 'running') break;
         if (item.state === 'matched' && !(await queueOperationItem(db, operation.id, item.deliveryId, operation.statuses))) {
@@ -112,7 +112,7 @@ export function createOperationActivities({ db, scheduler, logger, completion, b
    * the step holds no worker slot while its signals wait for their time.
    */
   function spreadInBackground(running: RunningOperation, items: PendingItem[], ratePerSecond: number, activityStartedAt: number): never {
-    const timing = { taskToken: Context.current().info.taskToken, activityStartedAt, startedAt: Date.now() };
+    const timing = { taskToken: Context.current().info.taskToken, activityStartedAt, startedAt: performance.now() };
     background.run(async () => {
       const report = await spreadSignals(running, items, ratePerSecond, timing);
       // A report that never goes through leaves the step to its heartbeat timeout: it is retried, and signals nothing twice.
@@ -129,7 +129,7 @@ export function createOperationActivities({ db, scheduler, logger, completion, b
      * fewer than that are waiting. `done` when none is left and the selection is complete.
      */
     async retryOperationStep(input: { operationId: string; ratePerSecond: number }): Promise<StepResult> {
-      const activityStartedAt = Date.now();
+      const activityStartedAt = performance.now();
       const running = await runningOperation(db, input.operationId);
       if (!running) return NOTHING_LEFT;
       const share = input.ratePerSecond / Math.max(1, await runningOperationsOf(db, running.operation.projectId));
@@ -150,7 +150,7 @@ export function createOperationActivities({ db, scheduler, logger, completion, b
      * created; its workflow waits after it.
      */
     async retryOperationPage(input: { operationId: string; limit: number; ratePerSecond: number }): Promise<StepResult> {
-      const activityStartedAt = Date.now();
+      const activityStartedAt = performance.now();
       const running = await runningOperation(db, input.operationId);
       if (!running) return NOTHING_LEFT;
       const items = await pendingOperationItems(db, running.operation.id, input.limit);

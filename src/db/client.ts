@@ -164,7 +164,7 @@ const UNAVAILABLE_RETRY_MS = { first: 250, max: 5_000 };
 
 /** How long, and for what, {@link retryWhileUnavailable} tries again. */
 export interface UnavailableTries {
-  /** The last moment to try again, in ms since the epoch. */
+  /** The last moment to try again, on the monotonic clock (`performance.now()`): a step of the wall clock neither ends the tries early nor stretches them. */
   until: number;
   /** Stops the tries at once. */
   signal: AbortSignal;
@@ -183,7 +183,7 @@ export async function retryWhileUnavailable<T>(work: () => Promise<T>, { until, 
       return await work();
     } catch (error) {
       const reason = databaseUnavailableReason(error);
-      if (reason === undefined || (reasons && !reasons.includes(reason)) || signal.aborted || Date.now() + pauseMs >= until) throw error;
+      if (reason === undefined || (reasons && !reasons.includes(reason)) || signal.aborted || performance.now() + pauseMs >= until) throw error;
       const aborted = await sleep(pauseMs, false, { signal }).catch(() => true);
       if (aborted) throw error;
     }

@@ -25,7 +25,11 @@ const REMEMBER_REFUSAL_MS = 1000;
 /** The answer to an event at the door. */
 export type QuotaDecision = { granted: true } | { granted: false; retryAfterMs: number };
 
-/** A refusal remembered for a while: for the project, and for the credential it came with. */
+/**
+ * A refusal remembered for a while: for the project, and for the credential it came with. Its times
+ * are on the monotonic clock (`performance.now()`), so a step of the wall clock neither keeps a
+ * project refused nor forgets its refusal early.
+ */
 interface Refusal {
   projectId: string;
   /** When the project may publish again, as far as its quota knew then. */
@@ -61,19 +65,19 @@ export class PublishQuota {
     // Nothing refused in this process: no digest to make.
     if (this.#refusals.size === 0) return undefined;
     const refusal = this.#standing(credentialKey(credential));
-    return refusal && { projectId: refusal.projectId, retryAfterMs: refusal.retryAt - Date.now() };
+    return refusal && { projectId: refusal.projectId, retryAfterMs: refusal.retryAt - performance.now() };
   }
 
   /** Takes one event of a project's quota; a refusal is remembered for the project and for `credential` (the producer's token). */
   async take(projectId: string, credential?: string): Promise<QuotaDecision> {
     const standing = this.#standing(projectId);
-    if (standing) return { granted: false, retryAfterMs: standing.retryAt - Date.now() };
+    if (standing) return { granted: false, retryAfterMs: standing.retryAt - performance.now() };
     const [row] = await queryRows<{ granted: boolean; retry_after_ms: number }>(
       this.#db,
       sql`select granted, retry_after_ms from take_publish_token(${projectId}, ${this.#limits.rate}::float8, ${this.#limits.burst}::int)`,
     );
     if (row!.granted) return { granted: true };
-    const now = Date.now();
+    const now = performance.now();
     const refusal = { projectId, retryAt: now + row!.retry_after_ms, until: now + Math.min(row!.retry_after_ms, REMEMBER_REFUSAL_MS) };
     this.#remember(projectId, refusal);
     if (credential !== undefined) this.#remember(credentialKey(credential), refusal);
@@ -82,14 +86,14 @@ export class PublishQuota {
 
   #standing(key: string): Refusal | undefined {
     const refusal = this.#refusals.get(key);
-    if (refusal && refusal.until > Date.now()) return refusal;
+    if (refusal && refusal.until > performance.now()) return refusal;
     if (refusal) this.#refusals.delete(key);
     return undefined;
   }
 
   #remember(key: string, refusal: Refusal): void {
     if (this.#refusals.size >= MAX_REMEMBERED_REFUSALS) {
-      const now = Date.now();
+      const now = performance.now();
       for (const [other, { until }] of this.#refusals) if (until <= now) this.#refusals.delete(other);
     }
     this.#refusals.set(key, refusal);

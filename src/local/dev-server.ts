@@ -65,9 +65,9 @@ function devServerArgs(options: DevServerOptions): string[] {
 }
 
 async function waitUntilServing(address: string, namespace: string, failure: () => string | undefined): Promise<void> {
-  const deadline = Date.now() + READY_TIMEOUT_MS;
+  const deadline = performance.now() + READY_TIMEOUT_MS;
   let lastError: unknown;
-  while (Date.now() < deadline) {
+  while (performance.now() < deadline) {
     const failed = failure();
     if (failed) throw new Error(failed);
     try {

@@ -9,7 +9,7 @@ import { sql } from 'drizzle-orm';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { databaseUnavailableReason, openDatabase, queryRows, retryWhileUnavailable, type DatabaseHandle } from '../../src/db/client.ts';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../src/local/embedded-database.ts';
 import { createScratchPostgresDatabase, databaseKind, holdTableLock } from '../support/database.ts';
@@ -66,7 +66,7 @@ describe('a database that cannot be reached', () => {
         tries += 1;
         return queryRows<{ one: number }>(handle.db, sql`select 1 as one`);
       },
-      { until: Date.now() + 60_000, signal: never },
+      { until: performance.now() + 60_000, signal: never },
     );
     await back;
     expect(rows).toEqual([{ one: 1 }]);
@@ -81,7 +81,7 @@ describe('a database that cannot be reached', () => {
           failingTries += 1;
           return handle.db.execute(sql`select * from no_such_table`);
         },
-        { until: Date.now() + 60_000, signal: never },
+        { until: performance.now() + 60_000, signal: never },
       ),
     );
     expect(databaseUnavailableReason(refused)).toBeUndefined();
@@ -90,7 +90,7 @@ describe('a database that cannot be reached', () => {
     await server!.stop();
     server = undefined;
     let tries = 0;
-    const startedAt = Date.now();
+    const startedAt = performance.now();
     const down = await failure(() =>
       retryWhileUnavailable(
         () => {
@@ -114,11 +114,39 @@ describe('a database that cannot be reached', () => {
           tries += 1;
           return handle.db.execute(sql`select 1`);
         },
-        { until: Date.now() + 60_000, signal: stopping.signal },
+        { until: performance.now() + 60_000, signal: stopping.signal },
       ),
     );
     expect(databaseUnavailableReason(down)).toBe('database_unreachable');
     expect(tries).toBe(1);
+  });
+
+  it('is tried again until its deadline on the monotonic clock, however the wall clock steps in between', async () => {
+    for (const stepMs of [3_600_000, -3_600_000]) {
+      const wallClock = Date.now;
+      const stepped = vi.spyOn(Date, 'now');
+      try {
+        let tries = 0;
+        const startedAt = performance.now();
+        const down = await failure(() =>
+          retryWhileUnavailable(
+            () => {
+              tries += 1;
+              // The machine's clock is set an hour forward (or back) after the first try.
+              if (tries === 1) stepped.mockImplementation(() => wallClock.call(Date) + stepMs);
+              return handle.db.execute(sql`select 1`);
+            },
+            { until: startedAt + 1_500, signal: never },
+          ),
+        );
+        expect(databaseUnavailableReason(down)).toBe('database_unreachable');
+        expect(tries).toBeGreaterThan(1);
+        // Its pauses (250, 500 ms…) stop at the deadline: not an hour early, nor an hour late.
+        expect(performance.now() - startedAt).toBeLessThan(60_000);
+      } finally {
+        stepped.mockRestore();
+      }
+    }
   });
 });
 
@@ -142,7 +170,7 @@ describe.skipIf(databaseKind !== 'postgres')('a lock held past lock_timeout (Pos
             unreachableOnlyTries += 1;
             return waiting.db.execute(sql`select count(*) from migrating`);
           },
-          { until: Date.now() + 30_000, signal: never, reasons: ['database_unreachable'] },
+          { until: performance.now() + 30_000, signal: never, reasons: ['database_unreachable'] },
         ),
       );
       expect(databaseUnavailableReason(notRetried)).toBe('database_locked');
@@ -155,7 +183,7 @@ describe.skipIf(databaseKind !== 'postgres')('a lock held past lock_timeout (Pos
           tries += 1;
           return queryRows<{ count: number }>(waiting.db, sql`select count(*)::integer as count from migrating`);
         },
-        { until: Date.now() + 30_000, signal: never },
+        { until: performance.now() + 30_000, signal: never },
       );
       await given;
       expect(rows).toEqual([{ count: 0 }]);

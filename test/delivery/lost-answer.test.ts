@@ -61,7 +61,7 @@ it('a send whose attempt was opened but whose answer was lost opens that same at
   // The pool's one connection is open and idle: the next answer it gets is the attempt's.
   await queryRows(throughProxy.db, sql`select 1`);
   const lost = proxy.loseNextAnswer();
-  const prepared = await prepareAttempt(deps, deliveryId, { until: Date.now() + 30_000, signal: never });
+  const prepared = await prepareAttempt(deps, deliveryId, { until: performance.now() + 30_000, signal: never });
   await lost;
 
   expect(prepared).toMatchObject({ deliveryId, attemptNumber: 1 });

@@ -92,8 +92,8 @@ export function spawnDetached(
  * so the shell is replaced by it). Waits until npm has started it.
  */
 export async function npmScriptProcess(wrapper: ProcessRecord, timeoutMs = 15_000): Promise<ProcessRecord> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
+  const deadline = performance.now() + timeoutMs;
+  while (performance.now() < deadline) {
     if (!isRunning(wrapper)) throw new Error(`npm run for ${wrapper.role} exited before it started the service`);
     const child = childrenOf(wrapper.pid).find((pid) => programName(pid) === 'node');
     const startTime = child === undefined ? undefined : processStartTime(child);
@@ -119,8 +119,8 @@ export async function stopProcess(record: ProcessRecord, graceMs: number): Promi
   if (!isRunning(record)) return;
   const targets = record.group ? [record.pid, -record.group] : [record.pid];
   for (const target of targets) signal(target, 'SIGTERM');
-  const deadline = Date.now() + graceMs;
-  while (isRunning(record) && Date.now() < deadline) await sleep(100);
+  const deadline = performance.now() + graceMs;
+  while (isRunning(record) && performance.now() < deadline) await sleep(100);
   if (isRunning(record)) {
     for (const target of targets) signal(target, 'SIGKILL');
     while (isRunning(record)) await sleep(50);
@@ -146,10 +146,10 @@ export async function waitUntil(
   message: () => string,
   intervalMs = 250,
 ): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
+  const deadline = performance.now() + timeoutMs;
   for (;;) {
     if (await probe()) return;
-    if (Date.now() > deadline) throw new Error(message());
+    if (performance.now() > deadline) throw new Error(message());
     await sleep(intervalMs);
   }
 }
