@@ -322,6 +322,26 @@ describe('one attempt in flight per delivery', () => {
     await release(id, short, 3);
     expect(await handle.db.select().from(sendPlaces).where(eq(sendPlaces.deliveryId, id))).toEqual([]);
   });
+
+  it("leaves a later attempt's place in line alone when the earlier attempt gives back after its places lapsed and went to others", async () => {
+    const { ids } = await webhookWithDeliveries(3);
+    const [id, other, another] = ids as [string, string, string];
+    // Attempt 1's worker is cut off past its hold; two other deliveries take the webhook's places.
+    expect(await decisionOf(acquire(id, { ...limits, holdMs: 300 }, 1))).toBe('granted');
+    await new Promise((resolve) => setTimeout(resolve, 350));
+    expect(await decisionOf(acquire(other))).toBe('granted');
+    expect(await decisionOf(acquire(another))).toBe('granted');
+    // The activity's retry, attempt 2, waits in line for a place.
+    expect(await acquire(id, limits, 2)).toMatchObject({ decision: 'wait_turn', blocked: 'webhook', ahead: 0 });
+    // Attempt 1's worker is back, and gives back what it no longer holds.
+    expect(await release(id, limits, 1)).toEqual([]);
+    expect(await handle.db.select().from(sendWaiters).where(eq(sendWaiters.deliveryId, id))).toHaveLength(1);
+    // So the next place given back is attempt 2's turn.
+    expect(await release(other)).toEqual([id]);
+    expect(await decisionOf(acquire(id, limits, 2))).toBe('granted');
+    await release(id, limits, 2);
+    await release(another);
+  });
 });
 
 describe('lines nobody will wake', () => {
