@@ -534,7 +534,7 @@ describe('GET /docs', () => {
     const css = await h.app.request('/docs/assets/swagger-ui.css');
     expect(css.headers.get('Content-Type')).toMatch(/^text\/css/);
 
-    for (const name of ['package.json', '..%2Fpackage.json', 'index.html']) {
+    for (const name of ['package.json', '..%2Fpackage.json', 'index.html', 'constructor', 'toString', '__proto__']) {
       expect((await h.request('GET', `/docs/assets/${name}`)).status).toBe(404);
     }
   });

@@ -9,10 +9,10 @@ import { ApiError } from '../errors.ts';
 const SWAGGER_UI_DIR = path.dirname(createRequire(import.meta.url).resolve('swagger-ui-dist/package.json'));
 
 /** The Swagger UI files the page loads, served from the project's own dependency: the page works offline. */
-const ASSETS: Record<string, string> = {
-  'swagger-ui.css': 'text/css; charset=utf-8',
-  'swagger-ui-bundle.js': 'text/javascript; charset=utf-8',
-};
+const ASSETS = new Map([
+  ['swagger-ui.css', 'text/css; charset=utf-8'],
+  ['swagger-ui-bundle.js', 'text/javascript; charset=utf-8'],
+]);
 
 /** Each asset read once, on first request. */
 const loaded = new Map<string, Promise<Buffer>>();
@@ -55,7 +55,7 @@ export function docsRouter(openApiPath: string) {
     .get('/assets/init.js', (c) => c.body(initScript, 200, { 'Content-Type': 'text/javascript; charset=utf-8' }))
     .get('/assets/:file', async (c) => {
       const name = c.req.param('file');
-      const type = ASSETS[name];
+      const type = ASSETS.get(name);
       if (!type) throw new ApiError('not_found', `no reference page asset ${name}`);
       return c.body(new Uint8Array(await asset(name)), 200, { 'Content-Type': type, 'Cache-Control': 'public, max-age=86400' });
     });
