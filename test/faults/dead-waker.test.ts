@@ -50,7 +50,8 @@ it('a worker that dies between giving back its place and sending the wake signal
   // in turn; and the worker died before any wake signal went out.
   const [first] = await releaseSendPlaces(cluster.db, dead, 'dead-worker/1', limits);
   expect(first).toBeDefined();
-  await releaseSendPlaces(cluster.db, first!, '', limits);
+  expect((await acquireSendPlaces(cluster.db, first!, 'dead-worker/2', limits)).decision).toBe('granted');
+  await releaseSendPlaces(cluster.db, first!, 'dead-worker/2', limits);
   await cluster.db.update(deliveries).set({ status: 'delivered', deliveredAt: new Date() }).where(inArray(deliveries.id, [dead, first!]));
   const diedAt = Date.now();
 

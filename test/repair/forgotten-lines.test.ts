@@ -2,7 +2,7 @@ import { sql } from 'drizzle-orm';
 import { expect, it } from 'vitest';
 import { queryRows } from '../../src/db/client.ts';
 import { markEventDispatched, recordEvent } from '../../src/db/queries/events.ts';
-import { acquireSendPlaces, releaseSendPlaces } from '../../src/flow-control/places.ts';
+import { acquireSendPlaces, releaseClosedDelivery, releaseSendPlaces } from '../../src/flow-control/places.ts';
 import { wakeForgottenLines } from '../../src/repair/forgotten-lines.ts';
 import { createWebhookFor, publishFor, waitForDelivery } from '../delivery/support.ts';
 import { waitFor } from '../support/wait.ts';
@@ -39,7 +39,7 @@ it('a worker that dies between giving back places and sending the wake signals l
   // next in line; the first in line gave up its place there (its workflow moved on); and the
   // worker died before any wake signal went out.
   expect(await releaseSendPlaces(h.db, dead, 'dead-worker/1', limits)).toEqual([first]);
-  expect(await releaseSendPlaces(h.db, first, '', limits)).toEqual([second]);
+  expect(await releaseClosedDelivery(h.db, first, limits)).toEqual([second]);
 
   // The place is free, yet nothing moves until a waiter's own recheck comes round (30 s for
   // the one that was first, 15 minutes for the others).
