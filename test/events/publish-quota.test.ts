@@ -35,9 +35,8 @@ describe('a refusal the publish quota remembers', () => {
     const stepped = vi.spyOn(Date, 'now').mockImplementation(() => wallClock.call(Date) - 3_600_000);
     try {
       await sleep(refused.retryAfterMs + 50);
+      // Forgotten here: the next event is the database's to decide (PGlite's clock is this process's, so it is not asked here).
       expect(quota.refusedCredential(credential)).toBeUndefined();
-      // The database's clock, which did not move, grants the next event.
-      expect(await quota.take(projectId, credential)).toEqual({ granted: true });
     } finally {
       stepped.mockRestore();
     }
