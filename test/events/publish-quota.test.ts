@@ -35,7 +35,7 @@ describe('a refusal the publish quota remembers', () => {
     const stepped = vi.spyOn(Date, 'now').mockImplementation(() => wallClock.call(Date) - 3_600_000);
     try {
       await sleep(refused.retryAfterMs + 50);
-      // Forgotten here: the next event is the database's to decide (PGlite's clock is this process's, so it is not asked here).
+      // Forgotten: the next event is the database's to decide (not asked here: PGlite's clock is this process's).
       expect(quota.refusedCredential(credential)).toBeUndefined();
     } finally {
       stepped.mockRestore();
