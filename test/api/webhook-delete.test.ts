@@ -1,21 +1,25 @@
-import { sql } from 'drizzle-orm';
+import { eq, sql } from 'drizzle-orm';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { queryRows } from '../../src/db/client.ts';
-import { BASE, createWebhookFor } from '../delivery/support.ts';
+import { sendPlaces } from '../../src/db/schema.ts';
+import { deleteWebhook } from '../../src/db/queries/webhooks.ts';
+import { BASE, createWebhookFor, publishFor } from '../delivery/support.ts';
 import { databaseKind } from '../support/database.ts';
 import { startHarness, type Harness } from '../support/harness.ts';
 
 /*
  * Deleting a webhook with a long history: its deliveries and attempts go in statements that each
- * stay within DATABASE_STATEMENT_TIMEOUT, however many there are.
+ * stay within DATABASE_STATEMENT_TIMEOUT, however many there are. Whatever a delete deleted has its
+ * workflows cancelled, even when it fails part way or another delete of the webhook ends first.
+ * The harness runs no worker: the delivery workflows stay open, and a cancellation is seen as the
+ * request in their histories.
  */
 
 const HISTORY = 100_000;
 let h: Harness;
 
 beforeAll(async () => {
-  if (databaseKind !== 'postgres') return;
   // A statement timeout one cascade over the whole history would not fit in.
   h = await startHarness({ database: { timeouts: { statementMs: 1_000, lockMs: 1_000 } } });
 }, 120_000);
@@ -23,7 +27,31 @@ afterAll(async () => {
   await h?.stop();
 });
 
-describe.skipIf(databaseKind !== 'postgres')('deleting a webhook with a long history (PostgreSQL)', () => {
+/** Whether the workflow of `deliveryId` was asked to cancel. */
+async function cancelRequested(deliveryId: string): Promise<boolean> {
+  const history = await h.client.workflow.getHandle(deliveryId).fetchHistory();
+  return (history.events ?? []).some((event) => event.workflowExecutionCancelRequestedEventAttributes);
+}
+
+describe('deleting a webhook while something else changes it', () => {
+  it('hands over the deliveries it deleted when another delete of the webhook ends first', async () => {
+    const { key, webhookId } = await createWebhookFor(h, 'https://127.0.0.1:9/hook');
+    const published = [(await publishFor(h, key.projectId)).delivery_ids[0]!, (await publishFor(h, key.projectId)).delivery_ids[0]!];
+    const handed: string[] = [];
+    let otherDeleteEnded = false;
+    const deleted = await deleteWebhook(h.db, webhookId, async (notDelivered) => {
+      handed.push(...notDelivered);
+      if (otherDeleteEnded) return;
+      // The other delete's last transaction commits between this one's statements.
+      await h.db.execute(sql`delete from webhooks where id = ${webhookId}`);
+      otherDeleteEnded = true;
+    });
+    expect(deleted).toBe(false);
+    expect(handed.sort()).toEqual([...published].sort());
+  });
+});
+
+describe.skipIf(databaseKind !== 'postgres')('deleting a webhook (PostgreSQL)', () => {
   it(`deletes ${HISTORY.toLocaleString('en')} deliveries and their attempts within a 1 s statement timeout, answering 204`, async () => {
     const { key, webhookId } = await createWebhookFor(h, 'https://127.0.0.1:9/hook');
     const target = h.databaseTarget;
@@ -53,4 +81,54 @@ describe.skipIf(databaseKind !== 'postgres')('deleting a webhook with a long his
     expect(left).toEqual({ deliveries: 0, attempts: 0 });
     expect((await h.request('GET', `${BASE}/webhooks/${webhookId}`, { token: key.token })).status).toBe(404);
   }, 300_000);
+
+  it('cancels the workflows of the deliveries it deleted when its last transaction fails, and goes on when asked again', async () => {
+    const { key, webhookId } = await createWebhookFor(h, 'https://127.0.0.1:9/hook');
+    const deliveryId = (await publishFor(h, key.projectId)).delivery_ids[0]!;
+    const target = h.databaseTarget;
+    if (target.kind !== 'postgres') throw new Error('needs PostgreSQL');
+    // Another session holds the webhook's row: the delete's last transaction gives up after the 1 s lock timeout.
+    const holder = postgres(target.url, { max: 1, onnotice: () => {} });
+    try {
+      const failed = await holder.begin(async (tx) => {
+        await tx`select id from webhooks where id = ${webhookId} for update`;
+        return h.request('DELETE', `${BASE}/webhooks/${webhookId}`, { token: key.token });
+      });
+      expect(failed.status).toBe(500);
+      expect(failed.body.error.code).toBe('internal_error');
+    } finally {
+      await holder.end();
+    }
+    expect(await cancelRequested(deliveryId)).toBe(true);
+    expect((await h.request('GET', `${BASE}/webhooks/${webhookId}`, { token: key.token })).status).toBe(200);
+    expect((await h.request('DELETE', `${BASE}/webhooks/${webhookId}`, { token: key.token })).status).toBe(204);
+    expect((await h.request('GET', `${BASE}/webhooks/${webhookId}`, { token: key.token })).status).toBe(404);
+  });
+
+  it('takes its send places before its row, as a request for places does: the two wait for each other in turn, never both', async () => {
+    const { key, webhookId } = await createWebhookFor(h, 'https://127.0.0.1:9/hook');
+    await h.db.insert(sendPlaces).values({ scope: `w:${webhookId}`, slot: 0 });
+    const target = h.databaseTarget;
+    if (target.kind !== 'postgres') throw new Error('needs PostgreSQL');
+    const other = postgres(target.url, { max: 1, onnotice: () => {} });
+    try {
+      const { deleting } = await other.begin(async (tx) => {
+        // A request for places: the webhook's free place first...
+        await tx`select slot from send_places where scope = ${`w:${webhookId}`} for update`;
+        const deleting = h.request('DELETE', `${BASE}/webhooks/${webhookId}`, { token: key.token });
+        // Asked outside this transaction, which would see one snapshot of the sessions.
+        const waiting = async () =>
+          (await queryRows<{ n: number }>(h.db, sql`select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query like '%send_places%'`))[0]!.n > 0;
+        while (!(await waiting())) await new Promise((resolve) => setTimeout(resolve, 10));
+        // ...then its row, which the delete has not taken (before, it had: a deadlock, one of the two failed).
+        await tx`select id from webhooks where id = ${webhookId} for update`;
+        return { deleting };
+      });
+      expect((await deleting).status).toBe(204);
+    } finally {
+      await other.end();
+    }
+    expect((await h.request('GET', `${BASE}/webhooks/${webhookId}`, { token: key.token })).status).toBe(404);
+    expect(await h.db.$count(sendPlaces, eq(sendPlaces.scope, `w:${webhookId}`))).toBe(0);
+  });
 });

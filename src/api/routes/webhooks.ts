@@ -188,12 +188,22 @@ webhooksRouter
     async (c) => {
       const { id } = c.req.valid('param');
       await ownedWebhook(c, id);
-      const openDeliveries = await deleteWebhook(c.var.deps.db, id);
-      if (!openDeliveries) throw new ApiError('not_found', `webhook ${id} not found`);
-      // The records are gone already; a workflow not cancelled here finds nothing to send and ends.
-      await c.var.deps.scheduler.cancel(openDeliveries).catch((error: unknown) => {
-        c.var.logger.warn({ err: error, count: openDeliveries.length }, 'could not cancel delivery workflows');
-      });
+      const openDeliveries: string[] = [];
+      let deleted: boolean;
+      try {
+        deleted = await deleteWebhook(c.var.deps.db, id, (notDelivered) => {
+          openDeliveries.push(...notDelivered);
+        });
+      } finally {
+        // Whatever was deleted, even by a delete that failed part way or found the webhook gone at
+        // its end: those records are gone, and a workflow not cancelled here finds nothing to send.
+        if (openDeliveries.length > 0) {
+          await c.var.deps.scheduler.cancel(openDeliveries).catch((error: unknown) => {
+            c.var.logger.warn({ err: error, count: openDeliveries.length }, 'could not cancel delivery workflows');
+          });
+        }
+      }
+      if (!deleted) throw new ApiError('not_found', `webhook ${id} not found`);
       c.var.logger.info({ cancelled: openDeliveries.length }, 'webhook deleted');
       return c.body(null, 204);
     },

@@ -1,7 +1,7 @@
 import { and, asc, eq, gt, ne, sql } from 'drizzle-orm';
 import type { AnyPgColumn } from 'drizzle-orm/pg-core';
 import { queryRows, type Database } from '../client.ts';
-import { deliveries, sendPlaces, webhooks, type WebhookRow } from '../schema.ts';
+import { deliveries, webhooks, type WebhookRow } from '../schema.ts';
 import { newId } from '../../ids.ts';
 import type { SecretBox } from '../../secrets/crypto.ts';
 import { resealedWebhook, sealWebhookHeaders, sealWebhookSecret, UnopenableWebhookError } from '../sealing.ts';
@@ -241,35 +241,43 @@ async function respaceRateStarts(tx: Database, webhookId: string, rateLimit: num
 export const WEBHOOK_DELETE_BATCH = 2_000;
 
 /**
- * Deletes a webhook with its deliveries and attempts; returns the ids of the deliveries
- * that were not yet delivered, whose workflows the caller cancels. Its deliveries go first,
- * `WEBHOOK_DELETE_BATCH` a statement: however long its history, no statement outlasts
- * DATABASE_STATEMENT_TIMEOUT, and the webhook's row, which publishing to it locks, is held only
- * by the last transaction, which deletes what came in meanwhile. A delete stopped part way has
- * deleted history only: asked again, it goes on.
+ * Deletes a webhook with its deliveries and attempts; true when this call deleted the webhook's
+ * row. Its deliveries go first, `WEBHOOK_DELETE_BATCH` a statement: however long its history, no
+ * statement outlasts DATABASE_STATEMENT_TIMEOUT, and the webhook's row, which publishing to it
+ * locks, is held only by the last transaction, which deletes what came in meanwhile. Each
+ * statement, once committed, hands `onDeleted` (awaited) the ids of its deliveries that were not
+ * yet delivered, whose workflows the caller cancels: those of a delete that fails part way, or
+ * that another delete of the same webhook finishes first, are cancelled too. A delete stopped
+ * part way has deleted history only: asked again, it goes on.
  */
-export async function deleteWebhook(db: Database, id: string): Promise<string[] | undefined> {
-  const notDelivered: string[] = [];
+export async function deleteWebhook(db: Database, id: string, onDeleted: (notDelivered: string[]) => void | Promise<void>): Promise<boolean> {
   for (;;) {
     const batch = await queryRows<{ id: string; status: string }>(
       db,
       sql`delete from deliveries where id in (select id from deliveries where webhook_id = ${id} limit ${WEBHOOK_DELETE_BATCH}) returning id, status`,
     );
-    for (const row of batch) if (row.status !== 'delivered') notDelivered.push(row.id);
+    await onDeleted(batch.filter((row) => row.status !== 'delivered').map((row) => row.id));
     if (batch.length < WEBHOOK_DELETE_BATCH) break;
   }
-  const rest = await db.transaction(async (tx) => {
+  const { removed, open } = await db.transaction(async (tx) => {
+    // Its own send places go with it, before its row and in the order every request for places
+    // takes them: such a request, and a change of its rate limit, lock places and then the
+    // webhook's row, so taken the other way round the two could each wait for the other. Those of
+    // its project and destination that its sends in flight hold stay held until their holds
+    // lapse: the bounds stay true meanwhile.
+    await queryRows(
+      tx,
+      sql`delete from send_places where (scope, slot) in (select scope, slot from send_places where scope = ${`w:${id}`} order by slot for update)`,
+    );
     const open = await tx
       .select({ id: deliveries.id })
       .from(deliveries)
       .where(and(eq(deliveries.webhookId, id), ne(deliveries.status, 'delivered')));
     const removed = await tx.delete(webhooks).where(eq(webhooks.id, id)).returning({ id: webhooks.id });
-    // Its own send places go with it. Those of its project and destination that its sends in
-    // flight hold stay held until their holds lapse: the bounds stay true meanwhile.
-    await tx.delete(sendPlaces).where(eq(sendPlaces.scope, `w:${id}`));
-    return removed.length === 0 ? undefined : open.map((row) => row.id);
+    return { removed: removed.length > 0, open: open.map((row) => row.id) };
   });
-  return rest && [...notDelivered, ...rest];
+  await onDeleted(open);
+  return removed;
 }
 
 /** What {@link resealWebhookSecrets} did. */
