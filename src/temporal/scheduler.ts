@@ -26,8 +26,8 @@ export interface DeliveryStart {
   url: string;
 }
 
-/** Workflow starts in flight at once for one event. */
-const START_CONCURRENCY = 200;
+/** Calls to Temporal in flight at once for one request: the workflow starts of one event, the cancellations of a deleted webhook's deliveries. */
+const CALLS_AT_ONCE = 200;
 
 /** How a {@link DeliveryScheduler} starts workflows. */
 export interface SchedulerOptions {
@@ -80,8 +80,8 @@ export class DeliveryScheduler {
    * (USE_EXISTING) and a closed one is not run again (REJECT_DUPLICATE).
    */
   async start(starts: readonly DeliveryStart[]): Promise<void> {
-    // A project's many webhooks: at most START_CONCURRENCY calls at once.
-    for (let first = 0; first < starts.length; first += START_CONCURRENCY) await this.#startEach(starts.slice(first, first + START_CONCURRENCY));
+    // A project's many webhooks: at most CALLS_AT_ONCE calls at once.
+    for (let first = 0; first < starts.length; first += CALLS_AT_ONCE) await this.#startEach(starts.slice(first, first + CALLS_AT_ONCE));
   }
 
   async #startEach(starts: readonly DeliveryStart[]): Promise<void> {
@@ -197,16 +197,18 @@ export class DeliveryScheduler {
     return closed.filter((deliveryId) => deliveryId !== undefined);
   }
 
-  /** Cancels the workflows of deliveries that no longer exist. */
+  /** Cancels the workflows of deliveries that no longer exist, at most CALLS_AT_ONCE calls at once. */
   async cancel(deliveryIds: readonly string[]): Promise<void> {
-    await Promise.all(
-      deliveryIds.map(async (deliveryId) => {
-        try {
-          await this.client.workflow.getHandle(deliveryId).cancel();
-        } catch (error) {
-          if (!(error instanceof WorkflowNotFoundError)) throw error;
-        }
-      }),
-    );
+    for (let first = 0; first < deliveryIds.length; first += CALLS_AT_ONCE) {
+      await Promise.all(
+        deliveryIds.slice(first, first + CALLS_AT_ONCE).map(async (deliveryId) => {
+          try {
+            await this.client.workflow.getHandle(deliveryId).cancel();
+          } catch (error) {
+            if (!(error instanceof WorkflowNotFoundError)) throw error;
+          }
+        }),
+      );
+    }
   }
 }

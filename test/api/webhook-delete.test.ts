@@ -3,10 +3,11 @@ import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { queryRows } from '../../src/db/client.ts';
 import { sendPlaces } from '../../src/db/schema.ts';
-import { deleteWebhook } from '../../src/db/queries/webhooks.ts';
+import { deleteWebhook, WEBHOOK_DELETE_BATCH } from '../../src/db/queries/webhooks.ts';
 import { BASE, createWebhookFor, publishFor } from '../delivery/support.ts';
 import { databaseKind } from '../support/database.ts';
 import { startHarness, type Harness } from '../support/harness.ts';
+import { waitFor } from '../support/wait.ts';
 
 /*
  * Deleting a webhook with a long history: its deliveries and attempts go in statements that each
@@ -130,5 +131,38 @@ describe.skipIf(databaseKind !== 'postgres')('deleting a webhook (PostgreSQL)', 
     }
     expect((await h.request('GET', `${BASE}/webhooks/${webhookId}`, { token: key.token })).status).toBe(404);
     expect(await h.db.$count(sendPlaces, eq(sendPlaces.scope, `w:${webhookId}`))).toBe(0);
+  });
+
+  it('goes on in batches after one that another delete emptied as it waited', async () => {
+    const { key, webhookId } = await createWebhookFor(h, 'https://127.0.0.1:9/hook');
+    const target = h.databaseTarget;
+    if (target.kind !== 'postgres') throw new Error('needs PostgreSQL');
+    const seeded = 2 * WEBHOOK_DELETE_BATCH + 500;
+    const other = postgres(target.url, { max: 1, onnotice: () => {} });
+    try {
+      const id = (kind: string) => other.unsafe(`'${kind}_race_' || lpad(n::text, 7, '0')`);
+      await other`insert into events (id, project_id, producer_event_id, event, occurred_at, created_at, dispatched_at)
+        select ${id('evt')}, ${key.projectId}, ${id('seed')}, 'docauth.completed', now(), now(), now() from generate_series(1, ${seeded}::int) as n`;
+      await other`insert into deliveries (id, webhook_id, event_id, event, status, attempt_count, created_at, updated_at)
+        select ${id('dlv')}, ${webhookId}, ${id('evt')}, 'docauth.completed', 'dead_letter', 5, now(), now() from generate_series(1, ${seeded}::int) as n`;
+
+      const handed: number[] = [];
+      let deleting: Promise<boolean> | undefined;
+      await other.begin(async (tx) => {
+        // Another delete's first batch, not yet committed: this one's first batch chooses the same rows and waits for them.
+        await tx`delete from deliveries where id in (select id from deliveries where webhook_id = ${webhookId} order by id limit ${WEBHOOK_DELETE_BATCH})`;
+        deleting = deleteWebhook(h.db, webhookId, (notDelivered) => void handed.push(notDelivered.length));
+        await waitFor('the delete to wait for the rows the other chose', async () => {
+          const [row] = await queryRows<{ n: number }>(h.db, sql`select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query like 'delete from deliveries%'`);
+          return row!.n > 0;
+        }, { intervalMs: 10, timeoutMs: 5_000 }); // within the delete's 1 s lock timeout
+      });
+      expect(await deleting).toBe(true);
+      // Before, the emptied batch ended the batches, and the rest went in the last transaction's one statement.
+      expect(Math.max(...handed)).toBeLessThanOrEqual(WEBHOOK_DELETE_BATCH);
+      expect(handed.reduce((sum, n) => sum + n, 0)).toBe(seeded - WEBHOOK_DELETE_BATCH);
+    } finally {
+      await other.end();
+    }
   });
 });

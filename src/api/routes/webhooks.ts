@@ -188,23 +188,19 @@ webhooksRouter
     async (c) => {
       const { id } = c.req.valid('param');
       await ownedWebhook(c, id);
-      const openDeliveries: string[] = [];
-      let deleted: boolean;
-      try {
-        deleted = await deleteWebhook(c.var.deps.db, id, (notDelivered) => {
-          openDeliveries.push(...notDelivered);
-        });
-      } finally {
-        // Whatever was deleted, even by a delete that failed part way or found the webhook gone at
-        // its end: those records are gone, and a workflow not cancelled here finds nothing to send.
-        if (openDeliveries.length > 0) {
-          await c.var.deps.scheduler.cancel(openDeliveries).catch((error: unknown) => {
-            c.var.logger.warn({ err: error, count: openDeliveries.length }, 'could not cancel delivery workflows');
-          });
-        }
-      }
+      let cancelled = 0;
+      // Each statement's open deliveries as it commits, also of a delete that fails later or that
+      // another delete of the webhook ends first: their records are gone, and a workflow not
+      // cancelled would find nothing to send, but one parked in dead_letter would wait out its days.
+      const deleted = await deleteWebhook(c.var.deps.db, id, async (notDelivered) => {
+        if (notDelivered.length === 0) return;
+        await c.var.deps.scheduler.cancel(notDelivered).then(
+          () => void (cancelled += notDelivered.length),
+          (error: unknown) => c.var.logger.warn({ err: error, count: notDelivered.length }, 'could not cancel delivery workflows'),
+        );
+      });
       if (!deleted) throw new ApiError('not_found', `webhook ${id} not found`);
-      c.var.logger.info({ cancelled: openDeliveries.length }, 'webhook deleted');
+      c.var.logger.info({ cancelled }, 'webhook deleted');
       return c.body(null, 204);
     },
   )

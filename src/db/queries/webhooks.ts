@@ -237,6 +237,11 @@ async function respaceRateStarts(tx: Database, webhookId: string, rateLimit: num
   return rows.filter((row) => row.earlier).map((row) => row.delivery_id);
 }
 
+async function hasDeliveries(db: Database, webhookId: string): Promise<boolean> {
+  const [row] = await queryRows<{ found: boolean }>(db, sql`select exists (select 1 from deliveries where webhook_id = ${webhookId}) as found`);
+  return row!.found;
+}
+
 /** Deliveries of a webhook being deleted that one statement deletes, with their attempts. */
 export const WEBHOOK_DELETE_BATCH = 2_000;
 
@@ -257,7 +262,9 @@ export async function deleteWebhook(db: Database, id: string, onDeleted: (notDel
       sql`delete from deliveries where id in (select id from deliveries where webhook_id = ${id} limit ${WEBHOOK_DELETE_BATCH}) returning id, status`,
     );
     await onDeleted(batch.filter((row) => row.status !== 'delivered').map((row) => row.id));
-    if (batch.length < WEBHOOK_DELETE_BATCH) break;
+    // A short batch is not the end when another delete of the webhook, or the retention sweep,
+    // deleted some of the rows it chose while it waited for them: the rest would go in one statement.
+    if (batch.length < WEBHOOK_DELETE_BATCH && !(await hasDeliveries(db, id))) break;
   }
   const { removed, open } = await db.transaction(async (tx) => {
     // Its own send places go with it, before its row and in the order every request for places
