@@ -1559,7 +1559,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Accepted: every delivery is stored and its workflow started */
+            /** @description Accepted: every delivery is stored and its workflow started (or, when Temporal did not answer, started shortly by the service's repair check, as `message` says) */
             202: {
                 headers: {
                     [name: string]: unknown;

@@ -44,6 +44,26 @@ export class EventNotDispatchedError extends Error {
   }
 }
 
+/** An event the producers' door accepts: stored, its workflows started or left to the repair check. */
+export interface AcceptedEvent extends PublishedEvent {
+  /** Why its workflows were not all started now (the repair check starts them); absent when they were. */
+  startsLater?: string;
+}
+
+/**
+ * What a request's publish (`publishEvent`, `publishTestEvent`) accepted. An event stored whose
+ * publishing did not finish (Temporal did not answer) is accepted all the same: the repair check
+ * starts its workflows, and an error would have a producer that sends no `id` publish it twice.
+ */
+export async function acceptedEvent<T extends PublishedEvent | undefined>(publishing: Promise<T>): Promise<AcceptedEvent | Exclude<T, PublishedEvent>> {
+  try {
+    return (await publishing) as AcceptedEvent | Exclude<T, PublishedEvent>;
+  } catch (error) {
+    if (!(error instanceof EventNotDispatchedError)) throw error;
+    return { ...error.event, startsLater: error.reason };
+  }
+}
+
 /**
  * Starts the delivery workflows of a stored event and records that it is dispatched. The starts
  * join the trace of the request that accepted the event (its stored `traceparent`), also when the

@@ -1,12 +1,12 @@
 import { createRoute, z } from '@hono/zod-openapi';
-import { publishEvent } from '../../events/publish.ts';
+import { acceptedEvent, publishEvent } from '../../events/publish.ts';
 import { PublishEventSchema } from '../../events/schema.ts';
 import { callerTracedSpans } from '../../tracing/http-server.ts';
 import { requireProducer } from '../auth.ts';
 import { ApiError, rateLimited } from '../errors.ts';
 import { envelope } from '../schemas.ts';
 import { createRouter } from '../validation.ts';
-import { errorResponses, jsonBody, SECURITY_SCHEMES, success } from './shared.ts';
+import { errorResponses, jsonBody, SECURITY_SCHEMES, STARTS_LATER, success } from './shared.ts';
 
 const PublishedSchema = z
   .object({ event_id: z.string(), delivery_ids: z.array(z.string()) })
@@ -30,7 +30,7 @@ eventsRouter.openapi(
     security: [{ [SECURITY_SCHEMES.producerToken]: [] }],
     request: { body: jsonBody(PublishEventSchema) },
     responses: {
-      202: success(envelope(PublishedSchema), 'Accepted: every delivery is stored and its workflow started'),
+      202: success(envelope(PublishedSchema), "Accepted: every delivery is stored and its workflow started (or, when Temporal did not answer, started shortly by the service's repair check, as `message` says)"),
       ...errorResponses(400, 401, 403, 429),
     },
   }),
@@ -44,18 +44,20 @@ eventsRouter.openapi(
     // token publishes for every project, so its refusals stand for the project only.
     const quota = await c.var.quota.take(input.project_id, scope !== undefined ? c.var.producerToken : undefined);
     if (!quota.granted) throw await rateLimited(input.project_id, quota.retryAfterMs);
-    const published = await c.var.publishLanes.run(input.project_id, () => publishEvent(c.var.deps, input));
+    const published = await acceptedEvent(c.var.publishLanes.run(input.project_id, () => publishEvent(c.var.deps, input)));
     if (published.created) c.var.deps.metrics.eventsAccepted.inc();
-    c.var.logger.info(
-      { eventId: published.eventId, deliveries: published.deliveryIds.length, created: published.created },
-      'event accepted',
+    const { startsLater } = published;
+    c.var.logger[startsLater ? 'warn' : 'info'](
+      { eventId: published.eventId, deliveries: published.deliveryIds.length, created: published.created, ...(startsLater && { startsLater }) },
+      startsLater ? 'event accepted; its workflows did not all start, the repair check starts them' : 'event accepted',
     );
+    const accepted = published.created
+      ? `Event accepted for ${published.deliveryIds.length} deliver${published.deliveryIds.length === 1 ? 'y' : 'ies'}`
+      : 'Event already accepted earlier; returning its deliveries';
     return c.json(
       {
         data: { event_id: published.eventId, delivery_ids: published.deliveryIds },
-        message: published.created
-          ? `Event accepted for ${published.deliveryIds.length} deliver${published.deliveryIds.length === 1 ? 'y' : 'ies'}`
-          : 'Event already accepted earlier; returning its deliveries',
+        message: startsLater ? `${accepted}; ${STARTS_LATER}` : accepted,
         meta: { request_id: c.var.requestId },
       },
       202,

@@ -3,6 +3,9 @@ import { createMiddleware } from 'hono/factory';
 import type { AppEnv } from '../env.ts';
 import { ErrorSchema } from '../schemas.ts';
 
+/** What a 202 adds when the event is stored but Temporal did not answer: the repair check starts its workflows. */
+export const STARTS_LATER = "Temporal did not answer, so the service's repair check starts its delivery shortly (publishing again is not needed)";
+
 /**
  * OpenAPI security schemes: `apiKey` (a customer API token, every v2 operation) and
  * `producerToken` (a producer key, or the operator's EVENT_PRODUCER_TOKEN: the producers' door).

@@ -1,10 +1,10 @@
 import { createRoute, z } from '@hono/zod-openapi';
-import { publishTestEvent } from '../../events/publish.ts';
+import { acceptedEvent, publishTestEvent } from '../../events/publish.ts';
 import { ownedWebhook } from '../auth.ts';
 import { ApiError, rateLimited } from '../errors.ts';
 import { envelope, IdParamsSchema } from '../schemas.ts';
 import { createRouter } from '../validation.ts';
-import { errorResponses, success } from './shared.ts';
+import { errorResponses, STARTS_LATER, success } from './shared.ts';
 
 const TestEventSchema = z
   .object({ event_id: z.string(), delivery_id: z.string() })
@@ -35,16 +35,20 @@ export const testEventsRouter = createRouter().openapi(
     // Test events count toward the project's publish quota, as its producers' events do.
     const quota = await c.var.quota.take(webhook.projectId);
     if (!quota.granted) throw await rateLimited(webhook.projectId, quota.retryAfterMs);
-    const published = await c.var.publishLanes.run(webhook.projectId, () => publishTestEvent(c.var.deps, webhook.projectId, webhook.id));
+    const published = await acceptedEvent(c.var.publishLanes.run(webhook.projectId, () => publishTestEvent(c.var.deps, webhook.projectId, webhook.id)));
     // Disabled or deleted between the check and the insert: nothing was stored.
     if (!published) throw new ApiError('conflict', `webhook ${webhook.id} is no longer active; no test event was sent`);
     const deliveryId = published.deliveryIds[0]!;
+    const { startsLater } = published;
     c.var.deps.metrics.eventsAccepted.inc();
-    c.var.logger.info({ eventId: published.eventId, deliveryId }, 'test event accepted');
+    c.var.logger[startsLater ? 'warn' : 'info'](
+      { eventId: published.eventId, deliveryId, ...(startsLater && { startsLater }) },
+      startsLater ? 'test event accepted; its workflow did not start, the repair check starts it' : 'test event accepted',
+    );
     return c.json(
       {
         data: { event_id: published.eventId, delivery_id: deliveryId },
-        message: 'Test event accepted; follow its delivery in the deliveries list',
+        message: `Test event accepted; ${startsLater ? `${STARTS_LATER}; ` : ''}follow its delivery in the deliveries list`,
         meta: { request_id: c.var.requestId },
       },
       202,
